@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what slabkit needs on Debian 12 (apt packages by name), skipping what is there.
+set -euo pipefail
+packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
+          googletest libgtest-dev libgmock-dev libbenchmark-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "slabkit: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds and runs every test under every preset: release (g++), clang (warnings check),
+# debug (ASan + UBSan), tsan (ThreadSanitizer). Also checks the layering rule and formatting.
+# Usage: scripts/test.sh [preset ...]   (default: all four)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh || exit 1
+presets=("$@")
+((${#presets[@]})) || presets=(release clang debug tsan)
+jobs=$(nproc)
+failed_steps=()
+passed=0
+failed=0
+
+echo "== layering rule"; tools/check_layers.sh || failed_steps+=("layering")
+echo "== formatting"; tools/check_format.sh || failed_steps+=("format")
+
+for preset in "${presets[@]}"; do
+  echo "== preset $preset: configure and build"
+  if ! cmake --preset "$preset" >/dev/null || ! cmake --build --preset "$preset" -j "$jobs"; then
+    failed_steps+=("$preset build"); continue
+  fi
+  echo "== preset $preset: test"
+  log=$(mktemp)
+  # TSan needs a fixed address-space layout on kernels with high mmap randomisation.
+  run=(); [ "$preset" = tsan ] && run=(setarch "$(uname -m)" -R)
+  "${run[@]}" ctest --preset "$preset" -j "$jobs" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  summary=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  if [[ $summary =~ ([0-9]+)\ tests\ failed\ out\ of\ ([0-9]+) ]]; then
+    failed=$((failed + BASH_REMATCH[1])); passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  fi
+  [ "$status" -ne 0 ] && failed_steps+=("$preset tests")
+  rm -f "$log"
+done
+
+if ((${#failed_steps[@]})); then echo "FAILED: ${failed_steps[*]}"; fi
+echo "all presets (${presets[*]}): $passed passed, $failed failed"
+((${#failed_steps[@]} == 0))

@@ -1,0 +1,15 @@
+// compiler.hpp - attributes and branch hints used across slabkit (no OS calls, no includes).
+#pragma once
+
+#define SLABKIT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SLABKIT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SLABKIT_NOINLINE __attribute__((noinline))
+#define SLABKIT_ALWAYS_INLINE inline __attribute__((always_inline))
+#define SLABKIT_COLD __attribute__((cold))
+// Thread-locals use the initial-exec model: no __tls_get_addr call (which may allocate) when
+// slabkit is preloaded, and one instruction to reach them.
+#define SLABKIT_TLS __attribute__((tls_model("initial-exec")))
+
+namespace slabkit {
+inline constexpr unsigned kCacheLine = 64;
+}

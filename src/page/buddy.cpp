@@ -1,0 +1,190 @@
+// buddy.cpp - the buddy free lists of a zone: take a block (splitting larger ones), put a block
+// back (merging it with its free buddy as far as it goes), and grow a node by a chunk.
+#include "page/dirty_bitmap.hpp"
+#include "page/page_allocator.hpp"
+
+#include <cerrno>
+
+namespace slabkit {
+
+namespace detail {
+std::atomic<uint64_t> g_chunk_map[kMaxChunks / 64];
+}
+
+namespace {
+
+void chunk_map_set(chunk *c, bool present) {
+    uintptr_t index = reinterpret_cast<uintptr_t>(c) >> kChunkShift;
+    uint64_t bit = uint64_t{1} << (index % 64);
+    if (present)
+        detail::g_chunk_map[index / 64].fetch_or(bit, std::memory_order_release);
+    else
+        detail::g_chunk_map[index / 64].fetch_and(~bit, std::memory_order_release);
+}
+
+// Puts a free block on the right list of its order and marks its head.
+void link_free(page_allocator::zone &z, page *pg, unsigned order, uint64_t resident, uint64_t now) {
+    pg->priv[0] = now;
+    if (resident) {
+        pg->set_state(PG_buddy | order);
+        z.dirty[order].push_front(pg);
+    } else {
+        pg->set_state(PG_buddy | PG_clean | order);
+        z.clean[order].push_front(pg);
+    }
+}
+
+void unlink_free(page_allocator::zone &z, page *pg, unsigned order) {
+    if (pg->flags() & PG_clean)
+        z.clean[order].remove(pg);
+    else
+        z.dirty[order].remove(pg);
+}
+
+} // namespace
+
+// Removes a block of exactly `order` from the zone, splitting a larger one if needed; the
+// halves split off go back to the free lists. Dirty blocks (warm memory) are preferred at any
+// order over clean ones. Called with z.lock held; nullptr when the zone has no block that big.
+page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
+    page *pg = nullptr;
+    unsigned found = order;
+    for (unsigned pass = 0; pass < 2 && !pg; ++pass)
+        for (found = order; found <= kMaxOrder; ++found) {
+            page_list &list = pass == 0 ? z.dirty[found] : z.clean[found];
+            if (!list.empty()) {
+                pg = list.pop_front();
+                break;
+            }
+        }
+    if (!pg) return nullptr;
+
+    chunk *c = chunk_of(pg);
+    size_t pfn = page_pfn(pg);
+    z.free_pages -= size_t{1} << found;
+    z.free_resident -= dirty_count(c, pfn, found);
+    // Split: keep the lower half, give the upper half back, down to the order asked for.
+    while (found > order) {
+        --found;
+        size_t upper = pfn + (size_t{1} << found);
+        uint64_t resident = dirty_count(c, upper, found);
+        link_free(z, pfn_to_page(c, upper), found, resident, now);
+        z.free_pages += size_t{1} << found;
+        z.free_resident += resident;
+    }
+    // From now on the block counts as resident while it is out and after it comes back.
+    dirty_fill(c, pfn, order, true);
+    pg->set_state(PG_head | order);
+    z.out += size_t{1} << order;
+    return pg;
+}
+
+// Returns a block (all of whose pages are dirty) to the zone and merges it with its buddies.
+// Called with z.lock held.
+void page_allocator::zone_put(zone &z, page *pg, unsigned order, uint64_t now) {
+    chunk *c = chunk_of(pg);
+    size_t pfn = page_pfn(pg);
+    z.out -= size_t{1} << order;
+    z.free_pages += size_t{1} << order;
+    z.free_resident += size_t{1} << order;
+    pg->set_state(0);
+    // Buddies of blocks inside the usable part of a chunk are inside it too: the usable part
+    // starts max-order aligned, and the metadata pages are never free, so merging stops there.
+    while (order < kMaxOrder) {
+        size_t buddy_pfn = pfn ^ (size_t{1} << order);
+        if (buddy_pfn < kMetaPages) break;
+        page *buddy = pfn_to_page(c, buddy_pfn);
+        if ((buddy->flags() & ~PG_clean) != (PG_buddy | order)) break;
+        unlink_free(z, buddy, order);
+        buddy->set_state(0);
+        pfn &= ~(size_t{1} << order);
+        ++order;
+    }
+    page *merged = pfn_to_page(c, pfn);
+    link_free(z, merged, order, 1, now); // the freed pages are dirty, so the block is
+}
+
+// Reserves a new chunk for `node` and adds its usable pages to the zone as max-order blocks
+// (unless, by the time the arena lock is ours, the zone has a block of `order` again).
+bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
+    platform::lock_guard guard(arena_lock_);
+    zone &z = zones_[node];
+    {
+        // Another thread may have grown this node while we waited for the arena lock.
+        platform::lock_guard zone_guard(z.lock);
+        for (unsigned o = order; o <= kMaxOrder; ++o)
+            if (!z.dirty[o].empty() || !z.clean[o].empty()) return true;
+    }
+    uint64_t reserved = reserved_bytes_.load(std::memory_order_relaxed);
+    if (cfg_.max_bytes && reserved + kChunkSize > cfg_.max_bytes) {
+        if (why) {
+            why->code = alloc_failure::limit;
+            why->limit_bytes = cfg_.max_bytes;
+        }
+        return false;
+    }
+    platform::os_status status;
+    void *base = platform::reserve(kChunkSize, kChunkSize, &status);
+    if (base && reinterpret_cast<uintptr_t>(base) >> kChunkShift >= kMaxChunks) {
+        // Above the 47-bit space our chunk map covers (5-level paging); give it back.
+        platform::release(base, kChunkSize);
+        base = nullptr;
+        status = {"reserve (address above 47 bits)", ENOMEM};
+    }
+    if (base) {
+        status = platform::commit(base, kChunkSize);
+        if (!status.ok()) {
+            platform::release(base, kChunkSize);
+            base = nullptr;
+        }
+    }
+    if (!base) {
+        if (why) {
+            why->code = alloc_failure::os;
+            why->os_error = status;
+        }
+        return false;
+    }
+    platform::bind_to_node(base, kChunkSize, node); // best effort: placement only
+
+    chunk *c = static_cast<chunk *>(base);
+    c->magic = chunk::kMagic;
+    c->owner = this;
+    c->node = node;
+    reserved_bytes_.store(reserved + kChunkSize, std::memory_order_relaxed);
+    {
+        platform::lock_guard zone_guard(z.lock);
+        c->next = z.chunks;
+        z.chunks = c;
+        ++z.nr_chunks;
+        z.usable_pages += kUsablePages;
+        z.free_pages += kUsablePages;
+        // Fresh pages were never touched: clean blocks, at the back so that blocks already
+        // split stay preferred.
+        for (size_t pfn = kMetaPages; pfn < kPagesPerChunk; pfn += size_t{1} << kMaxOrder) {
+            page *pg = pfn_to_page(c, pfn);
+            pg->priv[0] = 0;
+            pg->set_state(PG_buddy | PG_clean | kMaxOrder);
+            z.clean[kMaxOrder].push_back(pg);
+        }
+    }
+    chunk_map_set(c, true);
+    return true;
+}
+
+void page_allocator::destroy(page_allocator *pa) {
+    if (!pa) return;
+    for (unsigned n = 0; n < pa->nodes_; ++n) {
+        for (chunk *c = pa->zones_[n].chunks; c;) {
+            chunk *next = c->next;
+            chunk_map_set(c, false);
+            platform::release(c, kChunkSize);
+            c = next;
+        }
+        pa->zones_[n].chunks = nullptr;
+    }
+    pa->~page_allocator();
+    platform::release(pa, (sizeof(page_allocator) + kPageSize - 1) & ~(kPageSize - 1));
+}
+
+} // namespace slabkit

@@ -1,0 +1,352 @@
+// page_allocator.cpp - configuration, instances, the alloc/free entry points and the checks that
+// turn bad frees into clear reports.
+#include "page/page_allocator.hpp"
+
+#include "page/dirty_bitmap.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace slabkit {
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and failure reasons
+// ---------------------------------------------------------------------------------------------
+
+page_allocator_config page_allocator_config::from_env() {
+    page_allocator_config cfg;
+    cfg.max_bytes = platform::env_uint("SLABKIT_ARENA_MAX_MB", 0, 0, uint64_t{1} << 27) << 20;
+    if (cfg.max_bytes && cfg.max_bytes < kChunkSize) {
+        platform::print_error("slabkit: SLABKIT_ARENA_MAX_MB=%llu is below one arena chunk (%zu "
+                              "MiB); using %zu\n",
+                              static_cast<unsigned long long>(cfg.max_bytes >> 20),
+                              kChunkSize >> 20, kChunkSize >> 20);
+        cfg.max_bytes = kChunkSize;
+    }
+    cfg.pcp_batch =
+        static_cast<unsigned>(platform::env_uint("SLABKIT_PCP_BATCH", cfg.pcp_batch, 1, 4096));
+    cfg.pcp_high =
+        static_cast<unsigned>(platform::env_uint("SLABKIT_PCP_HIGH", cfg.pcp_high, 0, 1u << 20));
+    if (cfg.pcp_high < cfg.pcp_batch && cfg.pcp_high != 0) {
+        platform::print_error("slabkit: SLABKIT_PCP_HIGH=%u is below SLABKIT_PCP_BATCH=%u; "
+                              "using %u\n",
+                              cfg.pcp_high, cfg.pcp_batch, cfg.pcp_batch);
+        cfg.pcp_high = cfg.pcp_batch;
+    }
+    cfg.retain_pages =
+        platform::env_uint("SLABKIT_RETAIN_KB", cfg.retain_pages * (kPageSize / 1024), 0,
+                           uint64_t{1} << 40) /
+        (kPageSize / 1024);
+    cfg.decay_ms = static_cast<unsigned>(
+        platform::env_uint("SLABKIT_DECAY_MS", cfg.decay_ms, 0, 3600u * 1000u));
+    cfg.continue_on_error = platform::env_uint("SLABKIT_CONTINUE_ON_ERROR", 0, 0, 1) != 0;
+    return cfg;
+}
+
+const char *page_allocator_config::invalid() const {
+    if (max_bytes != 0 && max_bytes < kChunkSize)
+        return "max_bytes must be 0 (no limit) or at least one chunk (1 GiB)";
+    if (pcp_batch == 0 || pcp_batch > 4096) return "pcp_batch must be in 1..4096";
+    if (pcp_high != 0 && pcp_high < pcp_batch)
+        return "pcp_high must be 0 (no per-slot lists) or at least pcp_batch";
+    if (pcp_high > (1u << 20)) return "pcp_high must be at most 1048576";
+    if (nodes > platform::kMaxNodes) return "nodes must be at most 64";
+    if (decay_ms > 3600u * 1000u) return "decay_ms must be at most one hour";
+    return nullptr;
+}
+
+const char *alloc_failure::describe(char *buf, size_t size) const {
+    char os_text[160];
+    switch (code) {
+    case none:
+        snprintf(buf, size, "no failure");
+        break;
+    case bad_order:
+        snprintf(buf, size, "order %u is above the largest order %u", order, kMaxOrder);
+        break;
+    case bad_node:
+        snprintf(buf, size, "node %d does not exist in this allocator", node);
+        break;
+    case limit:
+        snprintf(buf, size,
+                 "the arena limit of %llu bytes (max_bytes, SLABKIT_ARENA_MAX_MB) is "
+                 "reached",
+                 static_cast<unsigned long long>(limit_bytes));
+        break;
+    case os:
+        snprintf(buf, size, "the OS refused memory: %s",
+                 platform::describe(os_error, os_text, sizeof os_text));
+        break;
+    }
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances: the list the fork hooks walk, creation, the global one
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+platform::mutex g_instances_lock;
+page_allocator *g_instances = nullptr;
+std::atomic<bool> g_fork_hooks_added{false};
+
+void fork_prepare() {
+    g_instances_lock.lock();
+    for (page_allocator *pa = g_instances; pa; pa = pa->next_instance) pa->lock_all();
+}
+void fork_parent() {
+    for (page_allocator *pa = g_instances; pa; pa = pa->next_instance) pa->unlock_all();
+    g_instances_lock.unlock();
+}
+void fork_child() {
+    for (page_allocator *pa = g_instances; pa; pa = pa->next_instance) pa->reset_locks_after_fork();
+    g_instances_lock.reset_after_fork();
+}
+
+alignas(page_allocator) unsigned char g_global_storage[sizeof(page_allocator)];
+std::atomic<page_allocator *> g_global{nullptr};
+platform::mutex g_global_lock;
+
+} // namespace
+
+page_allocator::page_allocator(const config &cfg, unsigned nodes)
+    : cfg_(cfg), nodes_(nodes), retain_pages_(cfg.retain_pages) {
+    if (!g_fork_hooks_added.exchange(true))
+        platform::add_fork_hooks({20, fork_prepare, fork_parent, fork_child});
+    platform::lock_guard guard(g_instances_lock);
+    next_instance = g_instances;
+    g_instances = this;
+}
+
+page_allocator::~page_allocator() {
+    platform::lock_guard guard(g_instances_lock);
+    for (page_allocator **at = &g_instances; *at; at = &(*at)->next_instance)
+        if (*at == this) {
+            *at = next_instance;
+            break;
+        }
+}
+
+page_allocator *page_allocator::create(const config &cfg, const char **why) {
+    if (const char *bad = cfg.invalid()) {
+        if (why) *why = bad;
+        return nullptr;
+    }
+    unsigned nodes = cfg.nodes ? cfg.nodes : platform::numa().nodes;
+    size_t bytes = (sizeof(page_allocator) + kPageSize - 1) & ~(kPageSize - 1);
+    platform::os_status status;
+    void *mem = platform::reserve(bytes, kPageSize, &status);
+    if (mem) status = platform::commit(mem, bytes);
+    if (!mem || !status.ok()) {
+        if (why) *why = "the OS refused memory for the allocator's own structures";
+        if (mem) platform::release(mem, bytes);
+        return nullptr;
+    }
+    return new (mem) page_allocator(cfg, nodes);
+}
+
+page_allocator &page_allocator::global() {
+    page_allocator *pa = g_global.load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(pa != nullptr)) return *pa;
+    platform::lock_guard guard(g_global_lock);
+    pa = g_global.load(std::memory_order_relaxed);
+    if (!pa) {
+        config cfg = config::from_env();
+        if (const char *bad = cfg.invalid()) {
+            platform::print_error("slabkit: page allocator settings: %s; using defaults\n", bad);
+            cfg = config{};
+        }
+        pa = new (g_global_storage) page_allocator(cfg, platform::numa().nodes);
+        g_global.store(pa, std::memory_order_release);
+    }
+    return *pa;
+}
+
+void page_allocator::lock_all() {
+    arena_lock_.lock();
+    for (unsigned n = 0; n < nodes_; ++n) zones_[n].lock.lock();
+}
+
+void page_allocator::unlock_all() {
+    for (unsigned n = nodes_; n-- > 0;) zones_[n].lock.unlock();
+    arena_lock_.unlock();
+}
+
+void page_allocator::reset_locks_after_fork() {
+    for (unsigned n = 0; n < nodes_; ++n) zones_[n].lock.reset_after_fork();
+    arena_lock_.reset_after_fork();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocation
+// ---------------------------------------------------------------------------------------------
+
+unsigned page_allocator::preferred_node(unsigned slot) const {
+    unsigned node =
+        slot != kNoSlot ? slots::node_of(slot) : platform::numa().cpu_node[platform::current_cpu()];
+    return node % nodes_;
+}
+
+void *page_allocator::alloc(unsigned order, int node, unsigned flags, alloc_failure *why) {
+    if (SLABKIT_UNLIKELY(order > kMaxOrder)) {
+        if (why) {
+            why->code = alloc_failure::bad_order;
+            why->order = order;
+        }
+        return nullptr;
+    }
+    if (SLABKIT_UNLIKELY(node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= nodes_))) {
+        if (why) {
+            why->code = alloc_failure::bad_node;
+            why->node = node;
+        }
+        return nullptr;
+    }
+    if (order == 0 && cfg_.pcp_high != 0) {
+        unsigned slot = slots::current();
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_alloc(slot, node, flags, why);
+    }
+    return alloc_from_zones(order, node, flags, why);
+}
+
+// Sets up an allocated block: tail pages point at the head (the head's state was set under the
+// zone lock; tails are ours alone now, and no merge ever looks at a tail).
+void page_allocator::mark_allocated(page *pg, unsigned order) {
+    for (size_t i = 1; i < (size_t{1} << order); ++i) {
+        pg[i].head = pg;
+        pg[i].set_state(PG_tail);
+    }
+}
+
+void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
+                                       alloc_failure *why) {
+    const unsigned preferred =
+        node == kAnyNode ? preferred_node(slots::current()) : static_cast<unsigned>(node);
+    const unsigned tries = (flags & kThisNode) ? 1 : nodes_;
+    // A freshly grown node can be emptied by other threads before we get to it; try again.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        for (unsigned i = 0; i < tries; ++i) {
+            zone &z = zones_[(preferred + i) % nodes_];
+            page *pg;
+            uint64_t now = platform::now_coarse_ms();
+            {
+                platform::lock_guard guard(z.lock);
+                pg = zone_take(z, order, now);
+                purge_decayed(z, now);
+            }
+            if (!pg) continue;
+            mark_allocated(pg, order);
+            void *addr = page_to_virt(pg);
+            if (flags & kZero) memset(addr, 0, kPageSize << order);
+            return addr;
+        }
+        if (!grow(preferred, order, why)) return nullptr;
+    }
+    if (why) {
+        why->code = alloc_failure::os;
+        why->os_error = {"grow (the new memory was taken by other threads each time)", ENOMEM};
+    }
+    return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Free, and the checks behind it
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+SLABKIT_COLD void report_bad_free(const void *addr, unsigned order, bool order_known,
+                                  const char *what) {
+    if (order_known)
+        platform::print_error("slabkit: page allocator: free of %p (order %u): %s\n", addr, order,
+                              what);
+    else
+        platform::print_error("slabkit: page allocator: free of %p: %s\n", addr, what);
+}
+} // namespace
+
+page *page_allocator::check_free(void *addr, unsigned order, bool order_known) {
+    char what[192];
+    page *pg = nullptr;
+    if (!in_arena(addr)) {
+        snprintf(what, sizeof what, "the address is not in slabkit's page arena");
+    } else if (chunk_of(addr)->owner != this) {
+        snprintf(what, sizeof what, "the address belongs to another page allocator instance");
+    } else if (reinterpret_cast<uintptr_t>(addr) & (kPageSize - 1)) {
+        snprintf(what, sizeof what, "the address is not page-aligned");
+    } else if (chunk_pfn(addr) < kMetaPages) {
+        snprintf(what, sizeof what, "the address is page allocator metadata, never handed out");
+    } else {
+        pg = virt_to_page(addr);
+        uint32_t st = pg->flags();
+        if (st & PG_tail) {
+            page *head = pg->head;
+            snprintf(what, sizeof what,
+                     "the address is inside the allocated block at %p (order %u), not at its "
+                     "start",
+                     page_to_virt(head), head->order());
+            pg = nullptr;
+        } else if (!(st & PG_head)) {
+            snprintf(what, sizeof what,
+                     "the block is not allocated: already freed (double free) or never handed "
+                     "out");
+            pg = nullptr;
+        } else if (order_known && (st & PG_order_mask) != order) {
+            snprintf(what, sizeof what, "the block was allocated with order %u, not %u",
+                     st & PG_order_mask, order);
+            pg = nullptr;
+        } else {
+            return pg;
+        }
+    }
+    report_bad_free(addr, order, order_known, what);
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!cfg_.continue_on_error) platform::fatal("slabkit: aborting on a bad page free\n");
+    return nullptr;
+}
+
+void page_allocator::free(void *addr, unsigned order) {
+    page *pg = check_free(addr, order, true);
+    if (SLABKIT_UNLIKELY(!pg)) return;
+    if (order == 0 && cfg_.pcp_high != 0) {
+        unsigned slot = slots::current();
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg);
+    }
+    zone_free(pg, order);
+}
+
+void page_allocator::free(void *addr) {
+    page *pg = check_free(addr, 0, false);
+    if (SLABKIT_UNLIKELY(!pg)) return;
+    unsigned order = pg->order();
+    if (order == 0 && cfg_.pcp_high != 0) {
+        unsigned slot = slots::current();
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg);
+    }
+    zone_free(pg, order);
+}
+
+int page_allocator::block_order(const void *addr) const {
+    if (!in_arena(addr) || chunk_of(addr)->owner != this) return -1;
+    if (reinterpret_cast<uintptr_t>(addr) & (kPageSize - 1)) return -1;
+    page *pg = virt_to_page(addr);
+    if (!pg || !(pg->flags() & PG_head)) return -1;
+    return static_cast<int>(pg->order());
+}
+
+void page_allocator::zone_free(page *pg, unsigned order) {
+    for (size_t i = 1; i < (size_t{1} << order); ++i) {
+        pg[i].set_state(0);
+        pg[i].head = nullptr;
+    }
+    zone &z = zones_[page_to_nid(pg)];
+    uint64_t now = platform::now_coarse_ms();
+    platform::lock_guard guard(z.lock);
+    zone_put(z, pg, order, now);
+    purge_over_retain(z);
+    purge_decayed(z, now);
+}
+
+} // namespace slabkit

@@ -1,0 +1,194 @@
+// page_allocator.hpp - the buddy page allocator: slabkit's equivalent of the kernel's zones.
+//
+// Structures (per allocator instance):
+//   zone[node]   one per NUMA node: buddy free lists for orders 0..kMaxOrder, split in two per
+//                order - `dirty` (blocks with pages that may still be resident; newest first) and
+//                `clean` (blocks wholly given back to the OS) - plus the node's chunks and
+//                counters, all under zone::lock.
+//   pcp[slot]    one per slot: a list of free order-0 pages only its owner touches (no lock),
+//   refilled
+//                and flushed `batch` pages at a time under the zone lock, flushed when it passes
+//                `high` (the kernel's per-CPU page lists).
+//   arena_lock   serialises growth (reserving a new chunk for a node).
+//
+// Lock order: slot registry -> arena_lock -> zone::lock (one zone at a time) -> instance list.
+//
+// Giving memory back (see docs/page-allocator.md): every page handed out is marked dirty in its
+// chunk's bitmap. Freed blocks join the front of their order's dirty list with the time. Under
+// the zone lock after a free, if the node's free-but-resident pages pass `retain_pages`, the
+// oldest dirty blocks (across all orders) are decommitted (MADV_DONTNEED) until the node is
+// back under 3/4 of it; and every decay_ms/4 a slow path decommits the dirty blocks that have
+// been free for longer than `decay_ms`. Allocation prefers dirty (warm) blocks to clean ones.
+#pragma once
+
+#include "page/page.hpp"
+#include "page/page_list.hpp"
+#include "platform/lock.hpp"
+#include "platform/platform.hpp"
+#include "slot/slot.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit {
+
+// Why an allocation returned nullptr.
+struct alloc_failure {
+    enum code_t : uint8_t { none, bad_order, bad_node, limit, os } code = none;
+    platform::os_status os_error{};
+    // One readable line: "the arena limit of 1073741824 bytes is reached", ...
+    const char *describe(char *buf, size_t size) const;
+    uint64_t limit_bytes = 0;
+    unsigned order = 0;
+    int node = 0;
+};
+
+enum alloc_flags : unsigned {
+    kThisNode = 1u << 0, // only the requested node, no fallback to others
+    kZero = 1u << 1,     // the block comes back zeroed
+};
+
+struct page_allocator_config {
+    uint64_t max_bytes = 0;         // arena reservation limit; 0 = only the address space
+    unsigned pcp_batch = 32;        // pages moved between a per-slot list and its zone at once
+    unsigned pcp_high = 192;        // a per-slot list above this flushes `pcp_batch` pages
+    uint64_t retain_pages = 4096;   // per node: free pages that may stay resident (16 MiB)
+    unsigned decay_ms = 1000;       // free dirty blocks older than this are decommitted
+    bool continue_on_error = false; // report bad frees and go on instead of aborting
+    unsigned nodes = 0;             // 0: the platform topology's node count
+
+    // Defaults, overridden by SLABKIT_ARENA_MAX_MB, SLABKIT_PCP_BATCH, SLABKIT_PCP_HIGH,
+    // SLABKIT_RETAIN_KB, SLABKIT_DECAY_MS and SLABKIT_CONTINUE_ON_ERROR (0/1).
+    static page_allocator_config from_env();
+    // A readable reason why a configuration is invalid, or nullptr when it is fine.
+    const char *invalid() const;
+};
+
+struct page_stats {
+    struct node_stats {
+        uint64_t free_blocks[kNrOrders]; // like /proc/buddyinfo
+        uint64_t free_pages;             // in the buddy lists
+        uint64_t free_resident;          // of those, pages that may still be resident
+        uint64_t in_use;                 // handed out to callers
+        uint64_t in_pcp;                 // on per-slot lists
+        uint64_t usable_pages;           // in the node's chunks, metadata excluded
+        uint64_t chunks;
+        uint64_t returned;  // pages decommitted since start (cumulative)
+        uint64_t decommits; // madvise calls made
+    };
+    unsigned nodes = 0;
+    node_stats node[platform::kMaxNodes] = {};
+    // Totals over the nodes.
+    uint64_t in_use = 0, in_pcp = 0, free_pages = 0, free_resident = 0, returned = 0;
+    uint64_t resident = 0;       // in_use + in_pcp + free_resident: an upper bound of our RSS
+    uint64_t reserved_bytes = 0; // address space of all chunks (metadata included)
+    uint64_t chunks = 0;
+    uint64_t errors = 0; // bad frees reported
+    uint64_t pcp_allocs = 0, pcp_frees = 0, pcp_refills = 0, pcp_flushes = 0;
+};
+
+class page_allocator {
+  public:
+    using config = page_allocator_config;
+
+    // A new allocator with its own arena, placed in memory from the OS. nullptr when the config
+    // is invalid (*why names the field) or the OS refuses the memory.
+    static page_allocator *create(const config &cfg, const char **why = nullptr);
+    // Releases the allocator and every chunk of its arena (all its pages must be free).
+    static void destroy(page_allocator *pa);
+    // The process's allocator, configured from the environment on first use.
+    static page_allocator &global();
+
+    // Allocates 2^order contiguous pages aligned to their size, on `node` (or the calling
+    // thread's node for kAnyNode, falling back to others unless kThisNode). nullptr on failure,
+    // with the reason in *why; the allocator stays usable.
+    void *alloc(unsigned order, int node = kAnyNode, unsigned flags = 0,
+                alloc_failure *why = nullptr);
+    // Frees a block. A bad address, a block that is not allocated, or the wrong order is
+    // reported on stderr with the address and what was wrong, then aborts (or, with
+    // continue_on_error, is counted and ignored: nothing is freed).
+    void free(void *addr, unsigned order);
+    // Frees a block with the order it was allocated with.
+    void free(void *addr);
+    // The order of the allocated block starting at addr; -1 (and nothing reported) if none.
+    int block_order(const void *addr) const;
+
+    // Returns the calling thread's per-slot pages and those of idle slots to the buddy lists.
+    void drain();
+    // drain(), then decommits every free page that may be resident. Returns pages decommitted.
+    uint64_t purge();
+
+    void snapshot(page_stats *out) const;
+    // /proc/buddyinfo-style text ("Node 0, zone   Normal  n0 n1 ... n10\n" per node), plus a
+    // summary line. Returns the length written (truncated to fit, always NUL-terminated).
+    size_t format_buddyinfo(char *buf, size_t size) const;
+    // Checks every free list, block and counter (pcp lists of idle slots and the caller's too).
+    // Returns the number of problems; the first are described in report (if given).
+    unsigned validate(char *report = nullptr, size_t size = 0) const;
+
+    unsigned nodes() const { return nodes_; }
+    const config &settings() const { return cfg_; }
+    uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+
+    page_allocator(const config &cfg, unsigned nodes);
+    ~page_allocator();
+    page_allocator(const page_allocator &) = delete;
+    page_allocator &operator=(const page_allocator &) = delete;
+
+    // Internal pieces, public for the fork hooks and the unit tests of this layer.
+    struct alignas(kCacheLine) zone {
+        platform::mutex lock;
+        page_list dirty[kNrOrders];
+        page_list clean[kNrOrders];
+        uint64_t free_pages = 0;
+        uint64_t free_resident = 0;
+        uint64_t out = 0; // pages handed to callers or to per-slot lists
+        uint64_t usable_pages = 0;
+        uint64_t returned = 0;
+        uint64_t decommits = 0;
+        uint64_t next_decay_ms = 0;
+        unsigned nr_chunks = 0;
+        chunk *chunks = nullptr;
+    };
+    struct alignas(kCacheLine) pcp_list {
+        page_list pages;                // only the owning slot touches these
+        std::atomic<uint64_t> count{0}; // mirror of pages.count for stats readers
+        unsigned node = 0;              // node of the pages on the list
+        // Owner-written counters (plain load+store, no read-modify-write): stats read them racily.
+        std::atomic<uint64_t> allocs{0}, frees{0}, refills{0}, flushes{0};
+    };
+    void lock_all();
+    void unlock_all();
+    void reset_locks_after_fork();
+    page_allocator *next_instance = nullptr;
+
+  private:
+    void *alloc_from_zones(unsigned order, int node, unsigned flags, alloc_failure *why);
+    page *zone_take(zone &z, unsigned order, uint64_t now);
+    void zone_put(zone &z, page *pg, unsigned order, uint64_t now);
+    void zone_free(page *pg, unsigned order);
+    bool grow(unsigned node, unsigned order, alloc_failure *why);
+    void *pcp_alloc(unsigned slot, int node, unsigned flags, alloc_failure *why);
+    void pcp_free(unsigned slot, page *pg);
+    unsigned pcp_refill(pcp_list &pcp, unsigned node);
+    void pcp_flush(pcp_list &pcp, uint64_t pages);
+    static void drain_slot_cb(unsigned slot, void *arg);
+    void purge_over_retain(zone &z);
+    void purge_decayed(zone &z, uint64_t now);
+    uint64_t decommit_block(zone &z, page *pg, unsigned order);
+    page *check_free(void *addr, unsigned order, bool order_known);
+    void mark_allocated(page *pg, unsigned order);
+    unsigned preferred_node(unsigned slot) const;
+
+    config cfg_;
+    unsigned nodes_;
+    uint64_t retain_pages_;
+    std::atomic<uint64_t> errors_{0};
+    std::atomic<uint64_t> reserved_bytes_{0};
+    platform::mutex arena_lock_;
+    zone zones_[platform::kMaxNodes];
+    pcp_list pcp_[kMaxSlots];
+};
+
+} // namespace slabkit

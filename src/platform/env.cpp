@@ -1,0 +1,99 @@
+// env.cpp - environment variables, messages on stderr, fatal errors, clocks.
+#include "platform/platform.hpp"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+
+namespace slabkit::platform {
+
+const char *describe(os_status status, char *buf, size_t size) {
+    if (status.ok()) {
+        snprintf(buf, size, "ok");
+        return buf;
+    }
+    const char *text = strerrordesc_np(status.err);
+    snprintf(buf, size, "%s: %s (errno %d)", status.call, text ? text : "unknown error",
+             status.err);
+    return buf;
+}
+
+const char *env(const char *name) {
+    return getenv(name);
+}
+
+uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max) {
+    const char *text = env(name);
+    if (text == nullptr) return fallback;
+    uint64_t value = 0;
+    bool ok = *text != '\0';
+    for (const char *p = text; ok && *p; ++p) {
+        if (*p < '0' || *p > '9' || value > (UINT64_MAX - 9) / 10)
+            ok = false;
+        else
+            value = value * 10 + static_cast<uint64_t>(*p - '0');
+    }
+    if (!ok || value < min || value > max) {
+        print_error("slabkit: %s='%s' is not a whole number in %llu..%llu; using %llu\n", name,
+                    text, static_cast<unsigned long long>(min),
+                    static_cast<unsigned long long>(max),
+                    static_cast<unsigned long long>(fallback));
+        return fallback;
+    }
+    return value;
+}
+
+void write_stderr(const char *buf, size_t len) {
+    int saved = errno;
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        buf += n;
+        len -= static_cast<size_t>(n);
+    }
+    errno = saved;
+}
+
+namespace {
+void vprint(const char *fmt, va_list ap) {
+    char buf[1024];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0) return;
+    size_t len = static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1;
+    write_stderr(buf, len);
+}
+} // namespace
+
+void print_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(fmt, ap);
+    va_end(ap);
+}
+
+void fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(fmt, ap);
+    va_end(ap);
+    abort();
+}
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t now_coarse_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000u + static_cast<uint64_t>(ts.tv_nsec) / 1000000u;
+}
+
+} // namespace slabkit::platform

@@ -1,0 +1,97 @@
+// memory.cpp - address space: reserve, commit, decommit, protect, release, residency, binding.
+#include "platform/platform.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace slabkit::platform {
+
+size_t page_size() {
+    static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return size;
+}
+
+void *reserve(size_t size, size_t align, os_status *status) {
+    *status = {};
+    if (size == 0 || (align & (align - 1)) != 0) {
+        *status = {"reserve", EINVAL};
+        return nullptr;
+    }
+    if (align < page_size()) align = page_size();
+    // Over-reserve by the alignment, then cut the unaligned ends off.
+    size_t span = size + (align > page_size() ? align : 0);
+    if (span < size) {
+        *status = {"reserve", ENOMEM};
+        return nullptr;
+    }
+    void *raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+        *status = {"mmap", errno};
+        return nullptr;
+    }
+    uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+    uintptr_t aligned = (start + align - 1) & ~(uintptr_t{align} - 1);
+    if (aligned > start) munmap(raw, aligned - start);
+    uintptr_t end = start + span;
+    if (end > aligned + size)
+        munmap(reinterpret_cast<void *>(aligned + size), end - aligned - size);
+    return reinterpret_cast<void *>(aligned);
+}
+
+os_status commit(void *addr, size_t size) {
+    if (mprotect(addr, size, PROT_READ | PROT_WRITE) != 0) return {"mprotect", errno};
+    return {};
+}
+
+os_status decommit(void *addr, size_t size) {
+    if (madvise(addr, size, MADV_DONTNEED) != 0) return {"madvise", errno};
+    return {};
+}
+
+os_status protect_none(void *addr, size_t size) {
+    if (mprotect(addr, size, PROT_NONE) != 0) return {"mprotect", errno};
+    if (madvise(addr, size, MADV_DONTNEED) != 0) return {"madvise", errno};
+    return {};
+}
+
+os_status release(void *addr, size_t size) {
+    if (munmap(addr, size) != 0) return {"munmap", errno};
+    return {};
+}
+
+size_t resident_pages(const void *addr, size_t size, os_status *status) {
+    *status = {};
+    const size_t page = page_size();
+    const uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~(uintptr_t{page} - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + size;
+    size_t resident = 0;
+    unsigned char vec[256];
+    for (uintptr_t at = start; at < end;) {
+        size_t pages = (end - at + page - 1) / page;
+        if (pages > sizeof vec) pages = sizeof vec;
+        if (mincore(reinterpret_cast<void *>(at), pages * page, vec) != 0) {
+            *status = {"mincore", errno};
+            return 0;
+        }
+        for (size_t i = 0; i < pages; ++i) resident += vec[i] & 1;
+        at += pages * page;
+    }
+    return resident;
+}
+
+os_status bind_to_node(void *addr, size_t size, unsigned node) {
+    const topology &topo = numa();
+    if (topo.fake || topo.real_nodes <= 1) return {};
+    if (node >= topo.real_nodes) return {"mbind", EINVAL};
+    constexpr int kMpolPreferred = 1;
+    unsigned long mask[kMaxNodes / (8 * sizeof(unsigned long))] = {};
+    mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+    if (syscall(SYS_mbind, addr, size, kMpolPreferred, mask, kMaxNodes + 1, 0) != 0)
+        return {"mbind", errno};
+    return {};
+}
+
+} // namespace slabkit::platform

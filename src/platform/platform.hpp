@@ -1,0 +1,152 @@
+// platform.hpp - the only door from slabkit to the operating system.
+//
+// Every system call slabkit makes goes through the functions declared here; nothing above this
+// layer includes <sys/mman.h>, <unistd.h>, <pthread.h> or reads /sys. The contract:
+//
+//  * No function here allocates through malloc (the malloc override sits on top of this layer).
+//    Buffers are the caller's or static.
+//  * Errors from the OS come back as values: an `os_status` naming the call and carrying errno,
+//    which `describe()` turns into one readable line. Nothing here aborts on an OS error except
+//    `fatal()`, whose job that is.
+//  * Address space has three states: reserved (PROT_NONE, no memory behind it), committed
+//    (readable and writable; the kernel backs pages on first touch), decommitted (still
+//    accessible, contents dropped, RSS given back: MADV_DONTNEED, pages read as zero next time).
+//  * Topology (CPUs and NUMA nodes) is read once, on first use, from sysfs.
+//    SLABKIT_FAKE_NUMA=N splits the CPUs into N nodes so node code is tested on one-node machines.
+//  * Thread-exit and fork hooks are registered into static tables here; one pthread key and one
+//    pthread_atfork registration serve all of slabkit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit::platform {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+// The outcome of one OS call: `call` is the name of the call that failed (nullptr on success),
+// `err` its errno.
+struct os_status {
+    const char *call = nullptr;
+    int err = 0;
+    constexpr bool ok() const { return call == nullptr; }
+};
+
+// Formats "call: strerror (errno N)" into buf and returns buf ("ok" for success).
+const char *describe(os_status status, char *buf, size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// Address space
+// ---------------------------------------------------------------------------------------------
+
+size_t page_size();
+
+// Reserves `size` bytes of address space aligned to `align` (a power of two, at least the page
+// size), with no access and no memory behind it. Returns nullptr and sets *status on failure.
+void *reserve(size_t size, size_t align, os_status *status);
+// Makes [addr, addr+size) readable and writable. addr and size are page multiples.
+os_status commit(void *addr, size_t size);
+// Gives the memory behind [addr, addr+size) back to the OS; the range stays accessible and
+// reads as zeros afterwards.
+os_status decommit(void *addr, size_t size);
+// Makes [addr, addr+size) inaccessible again (guard pages); the memory is dropped too.
+os_status protect_none(void *addr, size_t size);
+// Unmaps a reservation (or part of one).
+os_status release(void *addr, size_t size);
+// Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and
+// statistics. Returns 0 and sets *status on failure.
+size_t resident_pages(const void *addr, size_t size, os_status *status);
+// Asks that [addr, addr+size) be backed by memory of `node` (mbind, MPOL_PREFERRED). On a
+// machine with one real node, or with fake NUMA, it does nothing and succeeds.
+os_status bind_to_node(void *addr, size_t size, unsigned node);
+
+// ---------------------------------------------------------------------------------------------
+// CPUs and NUMA topology
+// ---------------------------------------------------------------------------------------------
+
+inline constexpr unsigned kMaxCpus = 1024;
+inline constexpr unsigned kMaxNodes = 64;
+
+struct topology {
+    unsigned cpus = 1;               // CPU ids are 0 .. cpus-1 (possible CPUs)
+    unsigned nodes = 1;              // node ids are 0 .. nodes-1
+    unsigned real_nodes = 1;         // nodes the OS reported, before any fake split
+    bool fake = false;               // true when SLABKIT_FAKE_NUMA split the CPUs
+    uint8_t cpu_node[kMaxCpus]{};    // node of each CPU
+    uint16_t node_cpus[kMaxNodes]{}; // how many CPUs each node has
+};
+
+// The process's topology, read on first use (thread-safe).
+const topology &numa();
+unsigned cpu_count();
+// The CPU the calling thread runs on now (it may move right after); 0 if the OS cannot say.
+unsigned current_cpu();
+
+// A set of CPU ids, for parsing sysfs lists.
+struct cpu_set {
+    uint64_t bits[kMaxCpus / 64]{};
+    void add(unsigned cpu) { bits[cpu / 64] |= uint64_t{1} << (cpu % 64); }
+    bool has(unsigned cpu) const { return cpu < kMaxCpus && (bits[cpu / 64] >> (cpu % 64)) & 1; }
+    unsigned count() const;
+    unsigned highest_plus_one() const;
+};
+
+// Parses a sysfs CPU list such as "0-3,8,10-11\n" into *out. Returns false (and leaves a reason
+// in *why) for text that is not such a list or names a CPU >= kMaxCpus.
+bool parse_cpu_list(const char *text, cpu_set *out, const char **why);
+
+// Builds a topology from what sysfs says (node CPU lists; `node_lists[i]` may be nullptr for a
+// missing node) and an optional fake node count (0 = none). Pure: used by numa() and by tests.
+// A fake count above the number of CPUs leaves the extra nodes without CPUs (memory-only nodes).
+void build_topology(topology *out, unsigned possible_cpus, const cpu_set *node_cpus,
+                    unsigned real_nodes, unsigned fake_nodes);
+
+// ---------------------------------------------------------------------------------------------
+// Environment, output, time
+// ---------------------------------------------------------------------------------------------
+
+// getenv without allocation; nullptr when unset.
+const char *env(const char *name);
+// Parses environment variable `name` as an unsigned integer in [min, max]. Unset: returns
+// `fallback`. Set but not such a number: prints a clear warning naming the variable, the value
+// and the accepted range, and returns `fallback`.
+uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max);
+// Writes all of buf to standard error (retrying short writes); never allocates.
+void write_stderr(const char *buf, size_t len);
+// printf-style message to standard error, formatted in a stack buffer.
+void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Prints the message and aborts the process (SIGABRT).
+[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
+uint64_t now_ns();
+// Coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE): cheap, a few ms resolution.
+uint64_t now_coarse_ms();
+
+// ---------------------------------------------------------------------------------------------
+// Threads and fork
+// ---------------------------------------------------------------------------------------------
+
+// Registers a function to run when any thread that called `arm_thread_exit()` exits. At most
+// kMaxThreadExitHooks hooks; returns false when the table is full.
+inline constexpr unsigned kMaxThreadExitHooks = 8;
+bool add_thread_exit_hook(void (*hook)());
+// Makes the calling thread run the thread-exit hooks when it exits. Cheap after the first call.
+void arm_thread_exit();
+// True while the calling thread is running its exit hooks (so callers can avoid re-arming).
+bool thread_exiting();
+
+// Fork hooks: `prepare` runs before fork in ascending rank; `parent` and `child` run after it
+// in descending rank (locks are taken in rank order and given back in reverse).
+inline constexpr unsigned kMaxForkHooks = 16;
+struct fork_hooks {
+    unsigned rank;
+    void (*prepare)();
+    void (*parent)();
+    void (*child)();
+};
+bool add_fork_hooks(const fork_hooks &hooks);
+
+} // namespace slabkit::platform

@@ -1,0 +1,55 @@
+// slot.hpp - slots: what a CPU is to the kernel's per-CPU structures, a live thread is to ours.
+//
+// Every per-CPU structure of the kernel (pcp page lists, slab per-CPU queues) is an array indexed
+// by slot here. A thread takes the lowest free slot on its first allocation and gives it back
+// when it exits; the next thread inherits whatever the slot's owners left in their per-slot
+// structures, as a task inherits an idle CPU. Only the owning thread touches a slot's per-slot
+// state, so per-slot fast paths need no lock and no atomic read-modify-write.
+//
+// When all kMaxSlots are taken (or while a thread runs its exit hooks) a thread has no slot:
+// callers then take their locked slow path, which is always correct.
+//
+// Lock order: the registry lock is taken before any page allocator or cache lock.
+#pragma once
+
+#include "base/compiler.hpp"
+
+namespace slabkit {
+
+inline constexpr unsigned kMaxSlots = 1024;
+inline constexpr unsigned kNoSlot = ~0u;
+
+namespace slots {
+
+namespace detail {
+extern thread_local unsigned tls_slot SLABKIT_TLS;
+unsigned acquire();
+} // namespace detail
+
+// The calling thread's slot, or kNoSlot (see above). A load and a compare when already assigned.
+SLABKIT_ALWAYS_INLINE unsigned current() {
+    unsigned slot = detail::tls_slot;
+    if (SLABKIT_LIKELY(slot < kMaxSlots)) return slot;
+    return detail::acquire();
+}
+
+// The NUMA node the slot's thread ran on when it took the slot.
+unsigned node_of(unsigned slot);
+// Slots owned by a thread now.
+unsigned in_use();
+// One past the highest slot ever taken: per-slot scans stop here.
+unsigned high_water();
+// True when a thread owns the slot.
+bool owned(unsigned slot);
+
+// Calls fn(slot, arg) for every slot up to high_water() that no thread owns, holding the
+// registry lock so that no thread takes one meanwhile. The caller may touch those slots'
+// per-slot state inside fn.
+void for_each_idle(void (*fn)(unsigned slot, void *arg), void *arg);
+
+// Hooks called at thread exit with the departing thread's slot, before it becomes idle (while
+// the thread still owns it). At most 8. Returns false when full.
+bool add_release_hook(void (*hook)(unsigned slot));
+
+} // namespace slots
+} // namespace slabkit
