@@ -152,6 +152,9 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
     c->owner = this;
     c->node = node;
     reserved_bytes_.store(reserved + kChunkSize, std::memory_order_relaxed);
+    // Into the chunk map before its pages reach the free lists: once they are there another
+    // thread can take one and hand it to a third, whose free() must find it in the arena.
+    chunk_map_set(c, true);
     {
         platform::lock_guard zone_guard(z.lock);
         c->next = z.chunks;
@@ -168,7 +171,6 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
             z.clean[kMaxOrder].push_back(pg);
         }
     }
-    chunk_map_set(c, true);
     return true;
 }
 

@@ -228,22 +228,38 @@ void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
     const unsigned tries = (flags & kThisNode) ? 1 : nodes_;
     // A freshly grown node can be emptied by other threads before we get to it; try again.
     for (int attempt = 0; attempt < 8; ++attempt) {
+        alloc_failure grow_why;
+        bool grown = false;
         for (unsigned i = 0; i < tries; ++i) {
             zone &z = zones_[(preferred + i) % nodes_];
             page *pg;
             uint64_t now = platform::now_coarse_ms();
             {
                 platform::lock_guard guard(z.lock);
-                pg = zone_take(z, order, now);
+                // Decay first: taking (splitting) an old free block re-stamps its halves as
+                // just freed, so decaying after the take would never decommit them.
                 purge_decayed(z, now);
+                pg = zone_take(z, order, now);
             }
-            if (!pg) continue;
+            if (!pg) {
+                // The preferred node grows before we fall back to other nodes, so that memory
+                // stays local while the node can grow (as pcp_refill does for order 0); other
+                // nodes only when it cannot (the arena limit, the OS).
+                if (i == 0 && grow(preferred, order, &grow_why)) {
+                    grown = true;
+                    break;
+                }
+                continue;
+            }
             mark_allocated(pg, order);
             void *addr = page_to_virt(pg);
             if (flags & kZero) memset(addr, 0, kPageSize << order);
             return addr;
         }
-        if (!grow(preferred, order, why)) return nullptr;
+        if (!grown) {
+            if (why) *why = grow_why;
+            return nullptr;
+        }
     }
     if (why) {
         why->code = alloc_failure::os;
@@ -344,9 +360,10 @@ void page_allocator::zone_free(page *pg, unsigned order) {
     zone &z = zones_[page_to_nid(pg)];
     uint64_t now = platform::now_coarse_ms();
     platform::lock_guard guard(z.lock);
+    // Decay before the put: merging re-stamps the buddies as just freed (see alloc_from_zones).
+    purge_decayed(z, now);
     zone_put(z, pg, order, now);
     purge_over_retain(z);
-    purge_decayed(z, now);
 }
 
 } // namespace slabkit

@@ -154,7 +154,9 @@ class page_allocator {
     struct alignas(kCacheLine) pcp_list {
         page_list pages;                // only the owning slot touches these
         std::atomic<uint64_t> count{0}; // mirror of pages.count for stats readers
-        unsigned node = 0;              // node of the pages on the list
+        // Node of the pages on the list. Owner-written like the counters below; atomic (relaxed)
+        // because snapshot() reads it from other threads.
+        std::atomic<unsigned> node{0};
         // Owner-written counters (plain load+store, no read-modify-write): stats read them racily.
         std::atomic<uint64_t> allocs{0}, frees{0}, refills{0}, flushes{0};
     };

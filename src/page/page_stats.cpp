@@ -29,7 +29,8 @@ void page_allocator::snapshot(page_stats *out) const {
     for (unsigned s = 0; s < slots; ++s) {
         const pcp_list &pcp = pcp_[s];
         uint64_t count = pcp.count.load(std::memory_order_relaxed);
-        unsigned node = pcp.node < nodes_ ? pcp.node : 0;
+        unsigned node = pcp.node.load(std::memory_order_relaxed); // racy: the owner may change it
+        if (node >= nodes_) node = 0;
         out->node[node].in_pcp += count;
         out->pcp_allocs += pcp.allocs.load(std::memory_order_relaxed);
         out->pcp_frees += pcp.frees.load(std::memory_order_relaxed);
@@ -155,7 +156,8 @@ unsigned page_allocator::validate(char *report, size_t size) const {
         uint64_t walked = 0;
         for (const page *pg = pcp.pages.first; pg && walked <= pcp.pages.count; pg = pg->next) {
             ++walked;
-            if (pg->flags() != PG_pcp || page_to_nid(pg) != pcp.node) {
+            if (pg->flags() != PG_pcp ||
+                page_to_nid(pg) != pcp.node.load(std::memory_order_relaxed)) {
                 if (*cx->problems < 8)
                     cx->out->add("per-slot page with a wrong state or node: %p (slot %u)\n",
                                  page_to_virt(pg), slot);

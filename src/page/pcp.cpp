@@ -23,7 +23,8 @@ void *page_allocator::pcp_alloc(unsigned slot, int node, unsigned flags, alloc_f
     if (SLABKIT_UNLIKELY(pcp.pages.empty())) {
         unsigned want = node == kAnyNode ? preferred_node(slot) : static_cast<unsigned>(node);
         if (pcp_refill(pcp, want) == 0) return alloc_from_zones(0, node, flags, why);
-    } else if (SLABKIT_UNLIKELY(node != kAnyNode && pcp.node != static_cast<unsigned>(node))) {
+    } else if (SLABKIT_UNLIKELY(node != kAnyNode && pcp.node.load(std::memory_order_relaxed) !=
+                                                        static_cast<unsigned>(node))) {
         return alloc_from_zones(0, node, flags, why);
     }
     page *pg = pcp.pages.pop_front();
@@ -39,8 +40,8 @@ void page_allocator::pcp_free(unsigned slot, page *pg) {
     pcp_list &pcp = pcp_[slot];
     unsigned node = page_to_nid(pg);
     if (pcp.pages.empty())
-        pcp.node = node;
-    else if (SLABKIT_UNLIKELY(pcp.node != node))
+        pcp.node.store(node, std::memory_order_relaxed);
+    else if (SLABKIT_UNLIKELY(pcp.node.load(std::memory_order_relaxed) != node))
         return zone_free(pg, 0);
     pg->set_state(PG_pcp);
     pcp.pages.push_front(pg);
@@ -58,6 +59,9 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned node) {
         uint64_t now = platform::now_coarse_ms();
         {
             platform::lock_guard guard(z.lock);
+            // Decay before taking: a split re-stamps the halves as just freed (see
+            // alloc_from_zones).
+            purge_decayed(z, now);
             while (got < cfg_.pcp_batch) {
                 page *pg = zone_take(z, 0, now);
                 if (!pg) break;
@@ -66,12 +70,11 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned node) {
                 pcp.pages.push_back(pg);
                 ++got;
             }
-            purge_decayed(z, now);
         }
         if (got == 0 && !grow(node, 0, nullptr)) break;
     }
     if (got) {
-        pcp.node = node;
+        pcp.node.store(node, std::memory_order_relaxed);
         pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
         bump(pcp.refills);
     }
@@ -81,14 +84,15 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned node) {
 // Returns the coldest `pages` pages of the list (all of them when pages >= count) to the zone.
 void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages) {
     if (pcp.pages.empty()) return;
-    zone &z = zones_[pcp.node];
+    zone &z = zones_[pcp.node.load(std::memory_order_relaxed)];
     uint64_t now = platform::now_coarse_ms();
     {
         platform::lock_guard guard(z.lock);
+        // Decay before the puts: merging re-stamps the buddies as just freed.
+        purge_decayed(z, now);
         for (uint64_t i = 0; i < pages && !pcp.pages.empty(); ++i)
             zone_put(z, pcp.pages.pop_back(), 0, now);
         purge_over_retain(z);
-        purge_decayed(z, now);
     }
     pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
     bump(pcp.flushes);

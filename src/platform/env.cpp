@@ -32,10 +32,11 @@ uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t ma
     uint64_t value = 0;
     bool ok = *text != '\0';
     for (const char *p = text; ok && *p; ++p) {
-        if (*p < '0' || *p > '9' || value > (UINT64_MAX - 9) / 10)
+        const uint64_t digit = static_cast<uint64_t>(*p - '0');
+        if (*p < '0' || *p > '9' || value > (UINT64_MAX - digit) / 10)
             ok = false;
         else
-            value = value * 10 + static_cast<uint64_t>(*p - '0');
+            value = value * 10 + digit;
     }
     if (!ok || value < min || value > max) {
         print_error("slabkit: %s='%s' is not a whole number in %llu..%llu; using %llu\n", name,

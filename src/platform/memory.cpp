@@ -21,6 +21,13 @@ void *reserve(size_t size, size_t align, os_status *status) {
         return nullptr;
     }
     if (align < page_size()) align = page_size();
+    // Whole pages: with a partial last page the tail trim below would start mid-page and fail.
+    const size_t whole = (size + page_size() - 1) & ~(page_size() - 1);
+    if (whole < size) {
+        *status = {"reserve", ENOMEM};
+        return nullptr;
+    }
+    size = whole;
     // Over-reserve by the alignment, then cut the unaligned ends off.
     size_t span = size + (align > page_size() ? align : 0);
     if (span < size) {
