@@ -136,8 +136,9 @@ def print_table(results, errors, data, args, command):
           "equal to the 1-thread one means perfect scaling. Ratios below 1: slabkit is faster.")
     print(f"pair: allocate and free one block at a time. batch: allocate {BATCH} blocks, then "
           "free them newest first; the time is per block.")
-    print("slabkit: page_allocator::global() with its default settings (order 0 goes through the "
-          "per-thread page lists, order 3 through the zone lock), drained after every run, so "
+    print("slabkit: page_allocator::global() with its default settings (orders 0..3 go through "
+          "the per-thread page lists: batch 32 pages, high 192 pages, so a batch of 64 order-3 "
+          "blocks overflows them into the zone lock), drained after every run, so "
           "each run starts with all free pages merged in the buddy lists. mmap: MAP_PRIVATE|"
           "MAP_ANONYMOUS, and the write faults one page in; munmap with 2 threads also shoots "
           "down the other CPU's TLB.")

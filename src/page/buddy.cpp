@@ -61,16 +61,21 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
 
     chunk *c = chunk_of(pg);
     size_t pfn = page_pfn(pg);
+    uint64_t dirty = dirty_count(c, pfn, found);
     z.free_pages -= size_t{1} << found;
-    z.free_resident -= dirty_count(c, pfn, found);
-    // Split: keep the lower half, give the upper half back, down to the order asked for.
+    z.free_resident -= dirty;
+    // Split: keep the lower half, give the upper half back, down to the order asked for. A block
+    // wholly dirty or wholly clean splits into halves of the same kind without counting.
     while (found > order) {
         --found;
         size_t upper = pfn + (size_t{1} << found);
-        uint64_t resident = dirty_count(c, upper, found);
-        link_free(z, pfn_to_page(c, upper), found, resident, now);
+        uint64_t upper_dirty = dirty == 0                        ? 0
+                               : dirty == (uint64_t{2} << found) ? (uint64_t{1} << found)
+                                                                 : dirty_count(c, upper, found);
+        link_free(z, pfn_to_page(c, upper), found, upper_dirty, now);
         z.free_pages += size_t{1} << found;
-        z.free_resident += resident;
+        z.free_resident += upper_dirty;
+        dirty -= upper_dirty;
     }
     // From now on the block counts as resident while it is out and after it comes back.
     dirty_fill(c, pfn, order, true);

@@ -6,6 +6,7 @@
 // costs at most 16 words for the largest order.
 #pragma once
 
+#include "base/bits.hpp"
 #include "page/page.hpp"
 
 namespace slabkit {
@@ -18,11 +19,11 @@ inline uint64_t dirty_count(chunk *c, size_t pfn, unsigned order) {
     uint64_t *w = dirty_words(c) + pfn / 64;
     if (order < 6) {
         uint64_t mask = ((uint64_t{1} << (1u << order)) - 1) << (pfn % 64);
-        return static_cast<uint64_t>(__builtin_popcountll(*w & mask));
+        return popcount64(*w & mask);
     }
     uint64_t n = 0;
     for (size_t i = 0; i < (size_t{1} << (order - 6)); ++i)
-        n += static_cast<uint64_t>(__builtin_popcountll(w[i]));
+        n += w[i] == ~uint64_t{0} ? 64 : popcount64(w[i]); // whole words are the common case
     return n;
 }
 

@@ -20,10 +20,12 @@
 // Page states (page::state, an atomic word so that a racy reader - a bad free, a stats walk -
 // sees a whole value):
 //   PG_head|order   the first page of an allocated block of 2^order pages
-//   PG_tail         another page of an allocated block of order > 0; page::head points at the head
+//   PG_tail         another page of an allocated (or per-slot-parked) block of order > 0;
+//                   page::head points at the head
 //   PG_buddy|order  the first page of a free block on a buddy free list (PG_clean: no page of it
 //                   is resident, it sits on the clean list of its order)
-//   PG_pcp          a free order-0 page on a per-slot page list
+//   PG_pcp|order    a free block of order <= kPcpMaxOrder on a per-slot list (its tails stay
+//                   PG_tail while it is parked there)
 //   0               a page inside a free block (or never used)
 // The slab layer adds PG_slab and its own bits above kPageFlagsUsed to an allocated head.
 #pragma once

@@ -205,9 +205,9 @@ void *page_allocator::alloc(unsigned order, int node, unsigned flags, alloc_fail
         }
         return nullptr;
     }
-    if (order == 0 && cfg_.pcp_high != 0) {
+    if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
         unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_alloc(slot, node, flags, why);
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_alloc(slot, order, node, flags, why);
     }
     return alloc_from_zones(order, node, flags, why);
 }
@@ -298,11 +298,12 @@ page *page_allocator::check_free(void *addr, unsigned order, bool order_known) {
         pg = virt_to_page(addr);
         uint32_t st = pg->flags();
         if (st & PG_tail) {
+            // Blocks on per-slot lists keep their tail pages marked, so the head says which.
             page *head = pg->head;
+            bool free_block = (head->flags() & PG_head) == 0;
             snprintf(what, sizeof what,
-                     "the address is inside the allocated block at %p (order %u), not at its "
-                     "start",
-                     page_to_virt(head), head->order());
+                     "the address is inside the %s block at %p (order %u), not at its start",
+                     free_block ? "free" : "allocated", page_to_virt(head), head->order());
             pg = nullptr;
         } else if (!(st & PG_head)) {
             snprintf(what, sizeof what,
@@ -326,9 +327,9 @@ page *page_allocator::check_free(void *addr, unsigned order, bool order_known) {
 void page_allocator::free(void *addr, unsigned order) {
     page *pg = check_free(addr, order, true);
     if (SLABKIT_UNLIKELY(!pg)) return;
-    if (order == 0 && cfg_.pcp_high != 0) {
+    if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
         unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg);
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg, order);
     }
     zone_free(pg, order);
 }
@@ -337,9 +338,9 @@ void page_allocator::free(void *addr) {
     page *pg = check_free(addr, 0, false);
     if (SLABKIT_UNLIKELY(!pg)) return;
     unsigned order = pg->order();
-    if (order == 0 && cfg_.pcp_high != 0) {
+    if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
         unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg);
+        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg, order);
     }
     zone_free(pg, order);
 }

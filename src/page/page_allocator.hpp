@@ -5,10 +5,10 @@
 //                order - `dirty` (blocks with pages that may still be resident; newest first) and
 //                `clean` (blocks wholly given back to the OS) - plus the node's chunks and
 //                counters, all under zone::lock.
-//   pcp[slot]    one per slot: a list of free order-0 pages only its owner touches (no lock),
-//   refilled
-//                and flushed `batch` pages at a time under the zone lock, flushed when it passes
-//                `high` (the kernel's per-CPU page lists).
+//   pcp[slot]    one per slot: lists of free blocks of orders 0..kPcpMaxOrder that only its
+//                owner touches (no lock), refilled and flushed `batch` pages at a time under the
+//                zone lock, flushed when they hold more than `high` pages (the kernel's per-CPU
+//                page lists, which cover the same orders since Linux 5.13).
 //   arena_lock   serialises growth (reserving a new chunk for a node).
 //
 // Lock order: slot registry -> arena_lock -> zone::lock (one zone at a time) -> instance list.
@@ -43,6 +43,10 @@ struct alloc_failure {
     unsigned order = 0;
     int node = 0;
 };
+
+// Orders served by the per-slot lists (the kernel's PAGE_ALLOC_COSTLY_ORDER).
+inline constexpr unsigned kPcpMaxOrder = 3;
+inline constexpr unsigned kPcpOrders = kPcpMaxOrder + 1;
 
 enum alloc_flags : unsigned {
     kThisNode = 1u << 0, // only the requested node, no fallback to others
@@ -152,8 +156,9 @@ class page_allocator {
         chunk *chunks = nullptr;
     };
     struct alignas(kCacheLine) pcp_list {
-        page_list pages;                // only the owning slot touches these
-        std::atomic<uint64_t> count{0}; // mirror of pages.count for stats readers
+        page_list lists[kPcpOrders];    // free blocks by order; only the owning slot touches them
+        uint64_t pages = 0;             // pages on all the lists
+        std::atomic<uint64_t> count{0}; // mirror of `pages` for stats readers
         // Node of the pages on the list. Owner-written like the counters below; atomic (relaxed)
         // because snapshot() reads it from other threads.
         std::atomic<unsigned> node{0};
@@ -171,10 +176,10 @@ class page_allocator {
     void zone_put(zone &z, page *pg, unsigned order, uint64_t now);
     void zone_free(page *pg, unsigned order);
     bool grow(unsigned node, unsigned order, alloc_failure *why);
-    void *pcp_alloc(unsigned slot, int node, unsigned flags, alloc_failure *why);
-    void pcp_free(unsigned slot, page *pg);
-    unsigned pcp_refill(pcp_list &pcp, unsigned node);
-    void pcp_flush(pcp_list &pcp, uint64_t pages);
+    void *pcp_alloc(unsigned slot, unsigned order, int node, unsigned flags, alloc_failure *why);
+    void pcp_free(unsigned slot, page *pg, unsigned order);
+    unsigned pcp_refill(pcp_list &pcp, unsigned order, unsigned node);
+    void pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_order);
     static void drain_slot_cb(unsigned slot, void *arg);
     void purge_over_retain(zone &z);
     void purge_decayed(zone &z, uint64_t now);

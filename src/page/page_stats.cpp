@@ -153,21 +153,30 @@ unsigned page_allocator::validate(char *report, size_t size) const {
     auto check_slot = [](unsigned slot, void *arg) {
         auto *cx = static_cast<ctx *>(arg);
         const pcp_list &pcp = cx->pa->pcp_[slot];
-        uint64_t walked = 0;
-        for (const page *pg = pcp.pages.first; pg && walked <= pcp.pages.count; pg = pg->next) {
-            ++walked;
-            if (pg->flags() != PG_pcp ||
-                page_to_nid(pg) != pcp.node.load(std::memory_order_relaxed)) {
-                if (*cx->problems < 8)
-                    cx->out->add("per-slot page with a wrong state or node: %p (slot %u)\n",
-                                 page_to_virt(pg), slot);
-                ++*cx->problems;
-            }
-        }
-        if (walked != pcp.pages.count) {
-            if (*cx->problems < 8) cx->out->add("per-slot list count is wrong (slot %u)\n", slot);
+        const unsigned node = pcp.node.load(std::memory_order_relaxed);
+        uint64_t pages = 0;
+        auto complain = [&](const char *what, const page *pg) {
+            if (*cx->problems < 8)
+                cx->out->add("%s: %p (slot %u)\n", what, pg ? page_to_virt(pg) : nullptr, slot);
             ++*cx->problems;
+        };
+        for (unsigned order = 0; order < kPcpOrders; ++order) {
+            const page_list &list = pcp.lists[order];
+            uint64_t walked = 0;
+            for (const page *pg = list.first; pg && walked <= list.count; pg = pg->next) {
+                ++walked;
+                pages += size_t{1} << order;
+                if (pg->flags() != (PG_pcp | order) || page_to_nid(pg) != node)
+                    complain("per-slot block with a wrong state or node", pg);
+                for (size_t t = 1; t < (size_t{1} << order); ++t)
+                    if (pg[t].flags() != PG_tail || pg[t].head != pg) {
+                        complain("per-slot block with a wrong tail page", pg);
+                        break;
+                    }
+            }
+            if (walked != list.count) complain("per-slot list count is wrong", nullptr);
         }
+        if (pages != pcp.pages) complain("per-slot page total is wrong", nullptr);
     };
     unsigned mine = slots::current();
     if (mine != kNoSlot) check_slot(mine, &c);

@@ -1,10 +1,16 @@
-// pcp.cpp - per-slot order-0 page lists (the kernel's per-CPU pages).
+// pcp.cpp - per-slot lists of free blocks of orders 0..kPcpMaxOrder (the kernel's per-CPU
+// pages, which hold the same orders since Linux 5.13).
 //
-// Fast path: pop or push at the front of the calling slot's list - no lock, no atomic
-// read-modify-write (the counters are owner-written with a plain load and store). The zone lock
-// is taken once per `batch` pages: to refill an empty list, or to flush the coldest `batch`
-// pages when the list passes `high`. A list only holds pages of one node (`pcp_list::node`);
-// a page of another node is freed straight to its zone.
+// Fast path: pop or push at the front of the calling slot's list for the order - no lock, no
+// atomic read-modify-write (the counters are owner-written with a plain load and store). The
+// zone lock is taken once per `batch` pages: to refill an empty list (batch >> order blocks, at
+// least one), or to flush the coldest `batch` pages when the lists hold more than `high` pages.
+// A slot's lists only hold blocks of one node (`pcp_list::node`); a block of another node is
+// freed straight to its zone.
+//
+// A block on a list keeps its tail pages marked (PG_tail, pointing at the head), so taking it
+// off and putting it back costs no walk over its descriptors; the head says PG_pcp|order. Tails
+// are cleared only when the block goes back to the buddy lists.
 #include "page/page_allocator.hpp"
 
 #include <cstring>
@@ -18,42 +24,53 @@ inline void bump(std::atomic<uint64_t> &counter, uint64_t by = 1) {
 }
 } // namespace
 
-void *page_allocator::pcp_alloc(unsigned slot, int node, unsigned flags, alloc_failure *why) {
+void *page_allocator::pcp_alloc(unsigned slot, unsigned order, int node, unsigned flags,
+                                alloc_failure *why) {
     pcp_list &pcp = pcp_[slot];
-    if (SLABKIT_UNLIKELY(pcp.pages.empty())) {
-        unsigned want = node == kAnyNode ? preferred_node(slot) : static_cast<unsigned>(node);
-        if (pcp_refill(pcp, want) == 0) return alloc_from_zones(0, node, flags, why);
+    page_list &list = pcp.lists[order];
+    if (SLABKIT_UNLIKELY(list.empty())) {
+        // The lists hold one node's blocks: refill from that node while they hold any.
+        unsigned held = pcp.node.load(std::memory_order_relaxed);
+        unsigned want = node != kAnyNode ? static_cast<unsigned>(node)
+                        : pcp.pages != 0 ? held
+                                         : preferred_node(slot);
+        if (pcp.pages != 0 && held != want) return alloc_from_zones(order, node, flags, why);
+        if (pcp_refill(pcp, order, want) == 0) return alloc_from_zones(order, node, flags, why);
     } else if (SLABKIT_UNLIKELY(node != kAnyNode && pcp.node.load(std::memory_order_relaxed) !=
                                                         static_cast<unsigned>(node))) {
-        return alloc_from_zones(0, node, flags, why);
+        return alloc_from_zones(order, node, flags, why);
     }
-    page *pg = pcp.pages.pop_front();
-    pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
+    page *pg = list.pop_front();
+    pcp.pages -= size_t{1} << order;
+    pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.allocs);
-    pg->set_state(PG_head);
+    pg->set_state(PG_head | order);
     void *addr = page_to_virt(pg);
-    if (flags & kZero) memset(addr, 0, kPageSize);
+    if (flags & kZero) memset(addr, 0, kPageSize << order);
     return addr;
 }
 
-void page_allocator::pcp_free(unsigned slot, page *pg) {
+void page_allocator::pcp_free(unsigned slot, page *pg, unsigned order) {
     pcp_list &pcp = pcp_[slot];
     unsigned node = page_to_nid(pg);
-    if (pcp.pages.empty())
+    if (pcp.pages == 0)
         pcp.node.store(node, std::memory_order_relaxed);
     else if (SLABKIT_UNLIKELY(pcp.node.load(std::memory_order_relaxed) != node))
-        return zone_free(pg, 0);
-    pg->set_state(PG_pcp);
-    pcp.pages.push_front(pg);
-    pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
+        return zone_free(pg, order);
+    pg->set_state(PG_pcp | order);
+    pcp.lists[order].push_front(pg);
+    pcp.pages += size_t{1} << order;
+    pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.frees);
-    if (SLABKIT_UNLIKELY(pcp.pages.count > cfg_.pcp_high)) pcp_flush(pcp, cfg_.pcp_batch);
+    if (SLABKIT_UNLIKELY(pcp.pages > cfg_.pcp_high)) pcp_flush(pcp, cfg_.pcp_batch, order);
 }
 
-// Takes up to `batch` order-0 pages from `node`'s zone (growing it if it is empty). Returns how
-// many were added; 0 when the node has no memory to give.
-unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned node) {
+// Takes batch >> order blocks (at least one) of `order` from `node`'s zone, growing it if it is
+// empty. Returns how many were added; 0 when the node has no memory to give.
+unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned order, unsigned node) {
     zone &z = zones_[node];
+    const unsigned want = cfg_.pcp_batch >> order ? cfg_.pcp_batch >> order : 1;
+    page_list &list = pcp.lists[order];
     unsigned got = 0;
     for (int attempt = 0; attempt < 2 && got == 0; ++attempt) {
         uint64_t now = platform::now_coarse_ms();
@@ -62,50 +79,68 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned node) {
             // Decay before taking: a split re-stamps the halves as just freed (see
             // alloc_from_zones).
             purge_decayed(z, now);
-            while (got < cfg_.pcp_batch) {
-                page *pg = zone_take(z, 0, now);
+            while (got < want) {
+                page *pg = zone_take(z, order, now);
                 if (!pg) break;
-                pg->set_state(PG_pcp);
-                // Lower addresses first out: pages come off the split block in address order.
-                pcp.pages.push_back(pg);
+                pg->set_state(PG_pcp | order);
+                // Lower addresses first out: blocks come off the split block in address order.
+                list.push_back(pg);
                 ++got;
             }
         }
-        if (got == 0 && !grow(node, 0, nullptr)) break;
+        if (got == 0 && !grow(node, order, nullptr)) break;
     }
     if (got) {
+        // Tails point at their heads for as long as the block is off the buddy lists.
+        if (order)
+            for (page *pg = list.first; pg; pg = pg->next) mark_allocated(pg, order);
         pcp.node.store(node, std::memory_order_relaxed);
-        pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
+        pcp.pages += static_cast<uint64_t>(got) << order;
+        pcp.count.store(pcp.pages, std::memory_order_relaxed);
         bump(pcp.refills);
     }
     return got;
 }
 
-// Returns the coldest `pages` pages of the list (all of them when pages >= count) to the zone.
-void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages) {
-    if (pcp.pages.empty()) return;
+// Returns at least `pages` pages (everything when pages >= what the lists hold) to the zone, the
+// coldest blocks first: from the list of `first_order` (the one that grew), then the others.
+void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_order) {
+    if (pcp.pages == 0) return;
     zone &z = zones_[pcp.node.load(std::memory_order_relaxed)];
     uint64_t now = platform::now_coarse_ms();
+    uint64_t flushed = 0;
     {
         platform::lock_guard guard(z.lock);
         // Decay before the puts: merging re-stamps the buddies as just freed.
         purge_decayed(z, now);
-        for (uint64_t i = 0; i < pages && !pcp.pages.empty(); ++i)
-            zone_put(z, pcp.pages.pop_back(), 0, now);
+        for (unsigned i = 0; i < kPcpOrders && flushed < pages; ++i) {
+            unsigned order = (first_order + i) % kPcpOrders;
+            page_list &list = pcp.lists[order];
+            while (flushed < pages && !list.empty()) {
+                page *pg = list.pop_back();
+                for (size_t t = 1; t < (size_t{1} << order); ++t) {
+                    pg[t].set_state(0);
+                    pg[t].head = nullptr;
+                }
+                zone_put(z, pg, order, now);
+                flushed += size_t{1} << order;
+            }
+        }
         purge_over_retain(z);
     }
-    pcp.count.store(pcp.pages.count, std::memory_order_relaxed);
+    pcp.pages -= flushed;
+    pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.flushes);
 }
 
 void page_allocator::drain_slot_cb(unsigned slot, void *arg) {
     auto *pa = static_cast<page_allocator *>(arg);
-    pa->pcp_flush(pa->pcp_[slot], UINT64_MAX);
+    pa->pcp_flush(pa->pcp_[slot], UINT64_MAX, 0);
 }
 
 void page_allocator::drain() {
     unsigned mine = slots::current();
-    if (mine != kNoSlot) pcp_flush(pcp_[mine], UINT64_MAX);
+    if (mine != kNoSlot) pcp_flush(pcp_[mine], UINT64_MAX, 0);
     slots::for_each_idle(drain_slot_cb, this);
 }
 

@@ -178,10 +178,15 @@ TEST_F(PageAllocatorBlocks, EveryOrderIsAlignedWritableAndDescribed) {
         else
             pa.free(p, order);
         EXPECT_EQ(head->flags() & PG_head, 0u);
+        // Orders up to kPcpMaxOrder park on the per-slot list with their tails still marked
+        // (no descriptor walk on the way in or out); larger blocks go to the buddy lists with
+        // their tails cleared.
+        const bool parked = order <= kPcpMaxOrder;
+        EXPECT_EQ(head->flags(), parked ? uint32_t{PG_pcp} | order : head->flags());
         size_t still_tails = 0;
         for (size_t i = 1; i < pages; ++i)
-            if (head[i].flags() & PG_tail) ++still_tails;
-        EXPECT_EQ(still_tails, 0u);
+            if ((head[i].flags() & PG_tail) && (!parked || head[i].head == head)) ++still_tails;
+        EXPECT_EQ(still_tails, parked ? pages - 1 : 0u);
         EXPECT_EQ(pa.block_order(p), -1);
         EXPECT_EQ(stats_of(pa).in_use, 0u);
         EXPECT_TRUE(valid(pa));
@@ -459,6 +464,69 @@ TEST_F(PageAllocatorPcp, AllocsRefillInBatches) {
     for (void *p : pages) pa.free(p, 0);
     pa.drain();
     EXPECT_TRUE(all_merged(stats_of(pa)));
+}
+
+// Orders 1..kPcpMaxOrder have per-slot lists too: a refill brings batch >> order blocks (at
+// least one), the blocks keep their tails while parked, and `high` counts pages of all orders.
+TEST_F(PageAllocatorPcp, HigherOrdersRefillInBatchesAndKeepTails) {
+    page_allocator &pa = make(small_pcp()); // batch 8, high 32
+    for (unsigned order = 1; order <= kPcpMaxOrder; ++order) {
+        SCOPED_TRACE(order);
+        const uint64_t per_refill = (8u >> order) ? (8u >> order) : 1u;
+        const uint64_t refills_before = stats_of(pa).pcp_refills;
+        std::vector<void *> blocks;
+        for (uint64_t i = 0; i < 2 * per_refill; ++i) {
+            void *p = pa.alloc(order);
+            ASSERT_NE(p, nullptr);
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (kPageSize << order), 0u);
+            EXPECT_EQ(pa.block_order(p), static_cast<int>(order));
+            blocks.push_back(p);
+        }
+        page_stats st = stats_of(pa);
+        EXPECT_EQ(st.pcp_refills - refills_before, 2u);
+        EXPECT_EQ(st.in_pcp, 0u);
+        for (void *p : blocks) pa.free(p, order);
+        st = stats_of(pa);
+        EXPECT_EQ(st.in_pcp, (2 * per_refill) << order);
+        page *head = virt_to_page(blocks.back());
+        EXPECT_EQ(head->flags(), uint32_t{PG_pcp} | order);
+        for (size_t t = 1; t < (size_t{1} << order); ++t) {
+            EXPECT_EQ(head[t].flags(), uint32_t{PG_tail});
+            EXPECT_EQ(head[t].head, head);
+        }
+        // The newest block comes back first, without a refill.
+        EXPECT_EQ(pa.alloc(order), blocks.back());
+        EXPECT_EQ(stats_of(pa).pcp_refills - refills_before, 2u);
+        pa.free(blocks.back(), order);
+        EXPECT_TRUE(valid(pa));
+        pa.drain();
+        EXPECT_TRUE(all_merged(stats_of(pa)));
+        // Back on the buddy lists, the tails are plain free pages again.
+        EXPECT_EQ(head[1].flags(), 0u);
+    }
+    EXPECT_TRUE(valid(pa));
+}
+
+TEST_F(PageAllocatorPcp, HighCountsPagesOfAllOrders) {
+    page_allocator &pa = make(small_pcp()); // batch 8, high 32
+    std::vector<void *> order3, order0;
+    for (int i = 0; i < 4; ++i) order3.push_back(pa.alloc(3)); // 32 pages
+    for (int i = 0; i < 8; ++i) order0.push_back(pa.alloc(0));
+    for (void *p : order3) pa.free(p, 3);
+    page_stats st = stats_of(pa);
+    EXPECT_EQ(st.in_pcp, 32u + 0u); // the order-0 refill's 8 pages are all handed out
+    EXPECT_EQ(st.pcp_flushes, 0u);
+    pa.free(order0[0], 0); // 33 pages > high: flush 8 pages, from order 0's list first
+    st = stats_of(pa);
+    EXPECT_EQ(st.pcp_flushes, 1u);
+    EXPECT_EQ(st.in_pcp, 24u); // the order-0 page, then one order-3 block (the coldest)
+    EXPECT_NE(virt_to_page(order3.back())->flags() & PG_pcp, 0u) << "hottest block stays";
+    EXPECT_EQ(virt_to_page(order3.front())->flags() & PG_pcp, 0u) << "coldest block went";
+    for (size_t i = 1; i < order0.size(); ++i) pa.free(order0[i], 0);
+    EXPECT_TRUE(valid(pa));
+    pa.drain();
+    EXPECT_TRUE(all_merged(stats_of(pa)));
+    EXPECT_TRUE(valid(pa));
 }
 
 TEST_F(PageAllocatorPcp, PassingHighFlushesTheColdestBatch) {
@@ -1410,7 +1478,7 @@ TEST_F(PageAllocatorValidate, DetectsCorruptedPerSlotList) {
     page *pg = virt_to_page(p);
     ASSERT_EQ(pg->flags(), uint32_t{PG_pcp});
     expect_detected(
-        pa, "per-slot page with a wrong state", [&] { pg->set_state(PG_head); },
+        pa, "per-slot block with a wrong state", [&] { pg->set_state(PG_head); },
         [&] { pg->set_state(PG_pcp); });
     // A link that skips pages: the walk no longer matches the count.
     page *const saved_next = pg->next;
