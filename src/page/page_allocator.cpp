@@ -205,6 +205,8 @@ void *page_allocator::alloc(unsigned order, int node, unsigned flags, alloc_fail
         }
         return nullptr;
     }
+    if (SLABKIT_UNLIKELY((flags & kThisNode) && node == kAnyNode))
+        node = static_cast<int>(preferred_node(slots::current())); // "my node, and only it"
     if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
         unsigned slot = slots::current();
         if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_alloc(slot, order, node, flags, why);
@@ -325,6 +327,7 @@ page *page_allocator::check_free(void *addr, unsigned order, bool order_known) {
 }
 
 void page_allocator::free(void *addr, unsigned order) {
+    if (SLABKIT_UNLIKELY(addr == nullptr)) return; // as the kernel's free_pages(0, order)
     page *pg = check_free(addr, order, true);
     if (SLABKIT_UNLIKELY(!pg)) return;
     if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
@@ -335,6 +338,7 @@ void page_allocator::free(void *addr, unsigned order) {
 }
 
 void page_allocator::free(void *addr) {
+    if (SLABKIT_UNLIKELY(addr == nullptr)) return;
     page *pg = check_free(addr, 0, false);
     if (SLABKIT_UNLIKELY(!pg)) return;
     unsigned order = pg->order();

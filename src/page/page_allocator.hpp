@@ -49,7 +49,7 @@ inline constexpr unsigned kPcpMaxOrder = 3;
 inline constexpr unsigned kPcpOrders = kPcpMaxOrder + 1;
 
 enum alloc_flags : unsigned {
-    kThisNode = 1u << 0, // only the requested node, no fallback to others
+    kThisNode = 1u << 0, // only the requested node (the caller's, with kAnyNode), no fallback
     kZero = 1u << 1,     // the block comes back zeroed
 };
 
@@ -109,9 +109,10 @@ class page_allocator {
     // with the reason in *why; the allocator stays usable.
     void *alloc(unsigned order, int node = kAnyNode, unsigned flags = 0,
                 alloc_failure *why = nullptr);
-    // Frees a block. A bad address, a block that is not allocated, or the wrong order is
-    // reported on stderr with the address and what was wrong, then aborts (or, with
-    // continue_on_error, is counted and ignored: nothing is freed).
+    // Frees a block (nullptr: nothing, as the kernel's free_pages(0, order)). A bad address, a
+    // block that is not allocated, or the wrong order is reported on stderr with the address and
+    // what was wrong, then aborts (or, with continue_on_error, is counted and ignored: nothing is
+    // freed).
     void free(void *addr, unsigned order);
     // Frees a block with the order it was allocated with.
     void free(void *addr);

@@ -810,6 +810,44 @@ TEST_F(PageAllocatorStats, ChunksGrowWhenOneIsFull) {
 
 using PageAllocatorNodes = PageAllocatorFixture;
 
+// kThisNode with kAnyNode means "the calling thread's node and no other", also when the
+// thread's per-slot lists hold another node's pages.
+TEST_F(PageAllocatorNodes, AnyNodeWithThisNodeMeansTheCallersNode) {
+    page_allocator_config cfg = one_node();
+    cfg.nodes = 2;
+    page_allocator &pa = make(cfg);
+    const unsigned mine = platform::numa().cpu_node[platform::current_cpu()] % 2;
+    // Assumes the thread stays on its node's CPUs (true on one-node machines, where mine == 0).
+    if (platform::numa().nodes != 1) GTEST_SKIP() << "needs a one-node machine";
+    const int other = static_cast<int>(1 - mine);
+    pa.drain();
+    void *foreign = pa.alloc(0, other, kThisNode);
+    ASSERT_NE(foreign, nullptr);
+    pa.free(foreign, 0); // the (empty) per-slot list now holds the other node's page
+    void *p = pa.alloc(0, kAnyNode, kThisNode);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(page_to_nid(virt_to_page(p)), mine);
+    EXPECT_NE(p, foreign);
+    // Without kThisNode, kAnyNode takes what the list has.
+    void *q = pa.alloc(0);
+    EXPECT_EQ(q, foreign);
+    pa.free(p, 0);
+    pa.free(q, 0);
+    EXPECT_TRUE(valid(pa));
+}
+
+// As the kernel's free_pages(0, order): freeing nullptr does nothing and reports nothing.
+TEST_F(PageAllocatorBlocks, FreeOfNullDoesNothing) {
+    page_allocator &pa = make(one_node());
+    testing::internal::CaptureStderr();
+    pa.free(nullptr, 0);
+    pa.free(nullptr, 5);
+    pa.free(nullptr);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+    EXPECT_EQ(pa.errors(), 0u);
+    EXPECT_TRUE(valid(pa));
+}
+
 TEST_F(PageAllocatorNodes, ThisNodeLandsOnTheNodeAsked) {
     page_allocator_config cfg = one_node();
     cfg.nodes = 3;
