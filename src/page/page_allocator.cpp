@@ -91,7 +91,6 @@ namespace {
 
 platform::mutex g_instances_lock;
 page_allocator *g_instances = nullptr;
-std::atomic<bool> g_fork_hooks_added{false};
 
 void fork_prepare() {
     g_instances_lock.lock();
@@ -102,8 +101,14 @@ void fork_parent() {
     g_instances_lock.unlock();
 }
 void fork_child() {
-    for (page_allocator *pa = g_instances; pa; pa = pa->next_instance) pa->reset_locks_after_fork();
+    for (page_allocator *pa = g_instances; pa; pa = pa->next_instance) pa->after_fork_child();
     g_instances_lock.reset_after_fork();
+}
+
+// At load time, before any thread can hold a slabkit lock (see slot.cpp's install_hooks).
+__attribute__((constructor)) void install_fork_hooks() {
+    if (!platform::add_fork_hooks({20, fork_prepare, fork_parent, fork_child}))
+        platform::fatal("slabkit: cannot register the page allocator's fork hooks\n");
 }
 
 alignas(page_allocator) unsigned char g_global_storage[sizeof(page_allocator)];
@@ -114,8 +119,6 @@ platform::mutex g_global_lock;
 
 page_allocator::page_allocator(const config &cfg, unsigned nodes)
     : cfg_(cfg), nodes_(nodes), retain_pages_(cfg.retain_pages) {
-    if (!g_fork_hooks_added.exchange(true))
-        platform::add_fork_hooks({20, fork_prepare, fork_parent, fork_child});
     platform::lock_guard guard(g_instances_lock);
     next_instance = g_instances;
     g_instances = this;
@@ -175,9 +178,21 @@ void page_allocator::unlock_all() {
     arena_lock_.unlock();
 }
 
-void page_allocator::reset_locks_after_fork() {
+void page_allocator::after_fork_child() {
     for (unsigned n = 0; n < nodes_; ++n) zones_[n].lock.reset_after_fork();
     arena_lock_.reset_after_fork();
+    // Other threads' per-slot lists take no lock, so fork may have caught one half-linked. The
+    // child abandons them: their blocks stay counted as in use (at most pcp_high pages per
+    // thread that was running, in the child only), and the lists start empty for whichever
+    // thread takes those slots next.
+    const unsigned mine = slots::current_if_any();
+    for (unsigned s = 0; s < kMaxSlots; ++s) {
+        if (s == mine) continue;
+        pcp_list &pcp = pcp_[s];
+        for (page_list &list : pcp.lists) list = page_list{};
+        pcp.pages = 0;
+        pcp.count.store(0, std::memory_order_relaxed);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ class page_allocator {
     };
     void lock_all();
     void unlock_all();
-    void reset_locks_after_fork();
+    void after_fork_child();
     page_allocator *next_instance = nullptr;
 
   private:

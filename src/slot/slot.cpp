@@ -26,7 +26,6 @@ std::atomic<unsigned> g_in_use{0};
 std::atomic<unsigned> g_high_water{0};
 void (*g_release_hooks[kReleaseHooks])(unsigned);
 std::atomic<unsigned> g_release_hook_count{0};
-std::atomic<bool> g_hooks_installed{false};
 
 void on_thread_exit() {
     unsigned slot = detail::tls_slot;
@@ -59,11 +58,14 @@ void fork_child() {
     g_lock.reset_after_fork();
 }
 
-void install_hooks() {
-    // Called under g_lock, once.
-    platform::add_thread_exit_hook(on_thread_exit);
-    platform::add_fork_hooks({10, fork_prepare, fork_parent, fork_child});
-    g_hooks_installed.store(true, std::memory_order_release);
+// Registered when the library is loaded, before any thread can hold a slabkit lock. (Registering
+// lazily from a thread's first acquire, under g_lock, deadlocked against fork: add_fork_hooks
+// takes the hook-table lock, which fork's prepare holds while it waits for g_lock.)
+__attribute__((constructor)) void install_hooks() {
+    if (!platform::add_thread_exit_hook(on_thread_exit) ||
+        !platform::add_fork_hooks({10, fork_prepare, fork_parent, fork_child}))
+        platform::fatal("slabkit: cannot register the slot registry's thread-exit and fork "
+                        "hooks\n");
 }
 
 } // namespace
@@ -75,7 +77,6 @@ unsigned acquire() {
     unsigned slot = kNoSlot;
     {
         platform::lock_guard guard(g_lock);
-        if (!g_hooks_installed.load(std::memory_order_relaxed)) install_hooks();
         for (unsigned s = 0; s < kMaxSlots; ++s)
             if (!g_owned[s].load(std::memory_order_relaxed)) {
                 slot = s;

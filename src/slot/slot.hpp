@@ -33,6 +33,13 @@ SLABKIT_ALWAYS_INLINE unsigned current() {
     return detail::acquire();
 }
 
+// The calling thread's slot if it has one, else kNoSlot; never takes one (safe in fork hooks,
+// where the registry lock is held).
+SLABKIT_ALWAYS_INLINE unsigned current_if_any() {
+    unsigned slot = detail::tls_slot;
+    return slot < kMaxSlots ? slot : kNoSlot;
+}
+
 // The NUMA node the slot's thread ran on when it took the slot.
 unsigned node_of(unsigned slot);
 // Slots owned by a thread now.

@@ -2,6 +2,7 @@
 // was wrong) and aborts; with continue_on_error it reports them, counts them in errors() and
 // goes on without freeing or corrupting anything.
 #include "page/page_allocator.hpp"
+#include "support/page_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,18 +19,10 @@ namespace slabkit {
 namespace {
 
 page_allocator *make(const page_allocator_config &cfg) {
-    const char *why = nullptr;
-    page_allocator *pa = page_allocator::create(cfg, &why);
-    if (!pa) throw std::runtime_error(std::string("create failed: ") + (why ? why : "?"));
-    return pa;
+    return test::make_allocator(cfg);
 }
 
-::testing::AssertionResult valid(const page_allocator &pa) {
-    char report[2048];
-    unsigned problems = pa.validate(report, sizeof report);
-    if (problems == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << problems << " problem(s):\n" << report;
-}
+using test::valid;
 
 // An address in a report. Death tests run in a re-executed child whose addresses differ from
 // the parent's (ASLR), so the exact address is checked by the continue_on_error tests below.

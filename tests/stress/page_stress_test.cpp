@@ -7,6 +7,7 @@
 // Iteration counts are fixed (no timing); they are smaller under sanitizers.
 #include "page/page_allocator.hpp"
 #include "slot/slot.hpp"
+#include "support/page_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -34,10 +35,7 @@ constexpr int kScale = 1;
 constexpr int kThreads = 4;
 
 page_allocator *make(const page_allocator_config &cfg) {
-    const char *why = nullptr;
-    page_allocator *pa = page_allocator::create(cfg, &why);
-    if (!pa) throw std::runtime_error(std::string("create failed: ") + (why ? why : "?"));
-    return pa;
+    return test::make_allocator(cfg);
 }
 
 struct destroyer {
@@ -45,29 +43,13 @@ struct destroyer {
     ~destroyer() { page_allocator::destroy(pa); }
 };
 
-::testing::AssertionResult valid(const page_allocator &pa) {
-    char report[2048];
-    unsigned problems = pa.validate(report, sizeof report);
-    if (problems == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << problems << " problem(s):\n" << report;
-}
+using test::valid;
 
 // drain() from the (only remaining) test thread, then everything must be free and merged.
 void expect_quiescent_and_merged(page_allocator &pa) {
     pa.drain();
     EXPECT_TRUE(valid(pa));
-    page_stats st;
-    pa.snapshot(&st);
-    EXPECT_EQ(st.in_use, 0u);
-    EXPECT_EQ(st.in_pcp, 0u);
-    EXPECT_EQ(st.errors, 0u);
-    for (unsigned n = 0; n < st.nodes; ++n) {
-        const auto &ns = st.node[n];
-        for (unsigned o = 0; o < kMaxOrder; ++o)
-            EXPECT_EQ(ns.free_blocks[o], 0u) << "node " << n << " order " << o;
-        EXPECT_EQ(ns.free_blocks[kMaxOrder] << kMaxOrder, ns.free_pages) << "node " << n;
-        EXPECT_EQ(ns.free_pages, ns.usable_pages) << "node " << n;
-    }
+    test::expect_all_free_and_merged(test::stats_of(pa));
 }
 
 // A block with its owner's tag written into every page (first and last word).

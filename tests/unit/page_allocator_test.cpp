@@ -7,6 +7,7 @@
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 #include "slot/slot.hpp"
+#include "support/page_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,19 +37,8 @@ page_allocator_config one_node() {
     return cfg;
 }
 
-page_stats stats_of(const page_allocator &pa) {
-    page_stats st;
-    pa.snapshot(&st);
-    return st;
-}
-
-// validate() == 0, with its report as the failure message.
-::testing::AssertionResult valid(const page_allocator &pa) {
-    char report[2048];
-    unsigned problems = pa.validate(report, sizeof report);
-    if (problems == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << problems << " problem(s):\n" << report;
-}
+using test::stats_of;
+using test::valid;
 
 // free + in_use + in_pcp == usable on every node.
 ::testing::AssertionResult pages_add_up(const page_stats &st) {
@@ -111,9 +101,7 @@ class PageAllocatorFixture : public ::testing::Test {
         for (page_allocator *pa : made_) page_allocator::destroy(pa);
     }
     page_allocator &make(const page_allocator_config &cfg) {
-        const char *why = nullptr;
-        page_allocator *pa = page_allocator::create(cfg, &why);
-        if (!pa) throw std::runtime_error(std::string("create failed: ") + (why ? why : "?"));
+        page_allocator *pa = test::make_allocator(cfg);
         made_.push_back(pa);
         return *pa;
     }

@@ -13,6 +13,7 @@
 // repeated with --gtest_filter.
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
+#include "support/page_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -268,18 +269,7 @@ TEST_P(PageModel, RandomAllocFreeMatchesTheModel) {
     pa_->drain();
     check_against_model(live, 0, "after freeing everything");
     if (HasFatalFailure()) return;
-    page_stats st;
-    pa_->snapshot(&st);
-    EXPECT_EQ(st.in_use, 0u);
-    EXPECT_EQ(st.in_pcp, 0u);
-    EXPECT_EQ(st.errors, 0u);
-    for (unsigned n = 0; n < st.nodes; ++n) {
-        const auto &ns = st.node[n];
-        for (unsigned o = 0; o < kMaxOrder; ++o)
-            EXPECT_EQ(ns.free_blocks[o], 0u) << "node " << n << " order " << o;
-        EXPECT_EQ(ns.free_blocks[kMaxOrder] << kMaxOrder, ns.free_pages) << "node " << n;
-        EXPECT_EQ(ns.free_pages, ns.usable_pages) << "node " << n;
-    }
+    test::expect_all_free_and_merged(test::stats_of(*pa_));
 }
 
 std::vector<model_param> model_params() {
