@@ -35,5 +35,6 @@ for preset in "${presets[@]}"; do
 done
 
 if ((${#failed_steps[@]})); then echo "FAILED: ${failed_steps[*]}"; fi
-echo "all presets (${presets[*]}): $passed passed, $failed failed"
+echo "presets run: ${presets[*]}"
+echo "tests: $passed passed, $failed failed"
 ((${#failed_steps[@]} == 0))

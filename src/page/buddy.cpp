@@ -64,19 +64,27 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
     uint64_t dirty = dirty_count(c, pfn, found);
     z.free_pages -= size_t{1} << found;
     z.free_resident -= dirty;
-    // Split: keep the lower half, give the upper half back, down to the order asked for. A block
-    // wholly dirty or wholly clean splits into halves of the same kind without counting.
+    // Split down to the order asked for, keeping the warmer half each time (the one with more
+    // resident pages; the lower on a tie) and giving the other back: a block merged from warm
+    // and decommitted parts then hands out warm pages first, and needs no fault to be used. A
+    // block wholly dirty or wholly clean splits into halves of the same kind without counting.
     while (found > order) {
         --found;
-        size_t upper = pfn + (size_t{1} << found);
-        uint64_t upper_dirty = dirty == 0                        ? 0
-                               : dirty == (uint64_t{2} << found) ? (uint64_t{1} << found)
-                                                                 : dirty_count(c, upper, found);
-        link_free(z, pfn_to_page(c, upper), found, upper_dirty, now);
-        z.free_pages += size_t{1} << found;
-        z.free_resident += upper_dirty;
-        dirty -= upper_dirty;
+        const size_t half = size_t{1} << found;
+        uint64_t upper_dirty = dirty == 0 ? 0
+                               : dirty == (uint64_t{2} << found)
+                                   ? half
+                                   : dirty_count(c, pfn + half, found);
+        const bool keep_upper = upper_dirty > dirty - upper_dirty;
+        const size_t given = keep_upper ? pfn : pfn + half;
+        const uint64_t given_dirty = keep_upper ? dirty - upper_dirty : upper_dirty;
+        if (keep_upper) pfn += half;
+        link_free(z, pfn_to_page(c, given), found, given_dirty, now);
+        z.free_pages += half;
+        z.free_resident += given_dirty;
+        dirty -= given_dirty;
     }
+    pg = pfn_to_page(c, pfn);
     // From now on the block counts as resident while it is out and after it comes back.
     dirty_fill(c, pfn, order, true);
     pg->set_state(PG_head | order);
@@ -87,11 +95,19 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
 // Returns a block (all of whose pages are dirty) to the zone and merges it with its buddies.
 // Called with z.lock held.
 void page_allocator::zone_put(zone &z, page *pg, unsigned order, uint64_t now) {
-    chunk *c = chunk_of(pg);
-    size_t pfn = page_pfn(pg);
     z.out -= size_t{1} << order;
     z.free_pages += size_t{1} << order;
     z.free_resident += size_t{1} << order;
+    merge_and_link(z, pg, order, now, true);
+}
+
+// Merges a free block (already counted as free) with its free buddies as far as it goes and puts
+// the result on the right list. `known_dirty`: the block has resident pages, so the merged one
+// does too, without counting. Called with z.lock held.
+void page_allocator::merge_and_link(zone &z, page *pg, unsigned order, uint64_t now,
+                                    bool known_dirty) {
+    chunk *c = chunk_of(pg);
+    size_t pfn = page_pfn(pg);
     pg->set_state(0);
     // Buddies of blocks inside the usable part of a chunk are inside it too: the usable part
     // starts max-order aligned, and the metadata pages are never free, so merging stops there.
@@ -106,7 +122,7 @@ void page_allocator::zone_put(zone &z, page *pg, unsigned order, uint64_t now) {
         ++order;
     }
     page *merged = pfn_to_page(c, pfn);
-    link_free(z, merged, order, 1, now); // the freed pages are dirty, so the block is
+    link_free(z, merged, order, known_dirty ? 1 : dirty_count(c, pfn, order), now);
 }
 
 // Reserves a new chunk for `node` and adds its usable pages to the zone as max-order blocks
@@ -114,11 +130,20 @@ void page_allocator::zone_put(zone &z, page *pg, unsigned order, uint64_t now) {
 bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
     platform::lock_guard guard(arena_lock_);
     zone &z = zones_[node];
-    {
-        // Another thread may have grown this node while we waited for the arena lock.
-        platform::lock_guard zone_guard(z.lock);
-        for (unsigned o = order; o <= kMaxOrder; ++o)
-            if (!z.dirty[o].empty() || !z.clean[o].empty()) return true;
+    for (;;) {
+        // Another thread may have grown this node while we waited for the arena lock. Blocks
+        // being decommitted outside the lock come back soon: wait for them rather than grow
+        // (or, under an arena limit, fail) while the node has the memory.
+        bool purging;
+        {
+            platform::lock_guard zone_guard(z.lock);
+            for (unsigned o = order; o <= kMaxOrder; ++o)
+                if (!z.dirty[o].empty() || !z.clean[o].empty()) return true;
+            purging = z.purging_pages >= (size_t{1} << order);
+        }
+        if (!purging) break;
+        z.purge_lock.lock(); // sleeps until the decommits in flight are back on the lists
+        z.purge_lock.unlock();
     }
     uint64_t reserved = reserved_bytes_.load(std::memory_order_relaxed);
     if (cfg_.max_bytes && reserved + kChunkSize > cfg_.max_bytes) {

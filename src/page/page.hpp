@@ -24,6 +24,7 @@
 //                   page::head points at the head
 //   PG_buddy|order  the first page of a free block on a buddy free list (PG_clean: no page of it
 //                   is resident, it sits on the clean list of its order)
+//   PG_purging|order a free block set aside while it is decommitted outside the zone lock
 //   PG_pcp|order    a free block of order <= kPcpMaxOrder on a per-slot list (its tails stay
 //                   PG_tail while it is parked there)
 //   0               a page inside a free block (or never used)
@@ -56,8 +57,9 @@ enum page_flag : uint32_t {
     PG_clean = 1u << 7,
     PG_pcp = 1u << 8,
     PG_slab = 1u << 9,
+    PG_purging = 1u << 10,
 };
-inline constexpr unsigned kPageFlagsUsed = 10; // bits from here on belong to the slab layer
+inline constexpr unsigned kPageFlagsUsed = 11; // bits from here on belong to the slab layer
 
 // The page descriptor: 64 bytes, one cache line.
 struct page {

@@ -170,16 +170,36 @@ page_allocator &page_allocator::global() {
 
 void page_allocator::lock_all() {
     arena_lock_.lock();
-    for (unsigned n = 0; n < nodes_; ++n) zones_[n].lock.lock();
+    for (unsigned n = 0; n < nodes_; ++n) {
+        zones_[n].purge_lock.lock();
+        zones_[n].lock.lock();
+    }
 }
 
 void page_allocator::unlock_all() {
-    for (unsigned n = nodes_; n-- > 0;) zones_[n].lock.unlock();
+    for (unsigned n = nodes_; n-- > 0;) {
+        zones_[n].lock.unlock();
+        zones_[n].purge_lock.unlock();
+    }
     arena_lock_.unlock();
 }
 
 void page_allocator::after_fork_child() {
-    for (unsigned n = 0; n < nodes_; ++n) zones_[n].lock.reset_after_fork();
+    const uint64_t now = platform::now_coarse_ms();
+    for (unsigned n = 0; n < nodes_; ++n) {
+        zone &z = zones_[n];
+        z.lock.reset_after_fork();
+        z.purge_lock.reset_after_fork();
+        // Blocks chosen for decommitting whose decommit had not begun at fork (prepare waits
+        // for those in progress): the thread that chose them is gone, so put them back as they
+        // are (their dirty bits still say they may be resident).
+        while (page *pg = z.purging.pop_front()) {
+            unsigned order = pg->flags() & PG_order_mask;
+            z.purging_pages -= size_t{1} << order;
+            merge_and_link(z, pg, order, now, false);
+        }
+        z.purging_resident = 0;
+    }
     arena_lock_.reset_after_fork();
     // Other threads' per-slot lists take no lock, so fork may have caught one half-linked. The
     // child abandons them: their blocks stay counted as in use (at most pcp_high pages per
@@ -251,13 +271,15 @@ void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
             zone &z = zones_[(preferred + i) % nodes_];
             page *pg;
             uint64_t now = platform::now_coarse_ms();
+            purge_batch decayed;
             {
                 platform::lock_guard guard(z.lock);
                 // Decay first: taking (splitting) an old free block re-stamps its halves as
                 // just freed, so decaying after the take would never decommit them.
-                purge_decayed(z, now);
+                select_decayed(z, now, decayed);
                 pg = zone_take(z, order, now);
             }
+            if (decayed.count) decommit_batch(z, decayed);
             if (!pg) {
                 // The preferred node grows before we fall back to other nodes, so that memory
                 // stays local while the node can grow (as pcp_refill does for order 0); other
@@ -379,11 +401,16 @@ void page_allocator::zone_free(page *pg, unsigned order) {
     }
     zone &z = zones_[page_to_nid(pg)];
     uint64_t now = platform::now_coarse_ms();
-    platform::lock_guard guard(z.lock);
-    // Decay before the put: merging re-stamps the buddies as just freed (see alloc_from_zones).
-    purge_decayed(z, now);
-    zone_put(z, pg, order, now);
-    purge_over_retain(z);
+    purge_batch batch;
+    {
+        platform::lock_guard guard(z.lock);
+        // Decay before the put: merging re-stamps the buddies as just freed (see
+        // alloc_from_zones).
+        select_decayed(z, now, batch);
+        zone_put(z, pg, order, now);
+        select_over_retain(z, batch);
+    }
+    if (batch.count) decommit_batch(z, batch);
 }
 
 } // namespace slabkit

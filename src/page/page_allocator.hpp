@@ -11,14 +11,16 @@
 //                page lists, which cover the same orders since Linux 5.13).
 //   arena_lock   serialises growth (reserving a new chunk for a node).
 //
-// Lock order: slot registry -> arena_lock -> zone::lock (one zone at a time) -> instance list.
+// Lock order: slot registry -> arena_lock -> zone::purge_lock -> zone::lock (one zone at a
+// time) -> instance list.
 //
 // Giving memory back (see docs/page-allocator.md): every page handed out is marked dirty in its
-// chunk's bitmap. Freed blocks join the front of their order's dirty list with the time. Under
-// the zone lock after a free, if the node's free-but-resident pages pass `retain_pages`, the
-// oldest dirty blocks (across all orders) are decommitted (MADV_DONTNEED) until the node is
-// back under 3/4 of it; and every decay_ms/4 a slow path decommits the dirty blocks that have
-// been free for longer than `decay_ms`. Allocation prefers dirty (warm) blocks to clean ones.
+// chunk's bitmap. Freed blocks join the front of their order's dirty list with the time. After a
+// free, if the node's free-but-resident pages pass `retain_pages`, the oldest dirty blocks (across
+// all orders) are decommitted (MADV_DONTNEED) until the node is back under 3/4 of it; and every
+// decay_ms/4 a slow path decommits the dirty blocks that have been free for longer than
+// `decay_ms`. The blocks are chosen and set aside under the zone lock; the system call runs after
+// it is released. Allocation prefers dirty (warm) blocks to clean ones.
 #pragma once
 
 #include "page/page.hpp"
@@ -153,8 +155,23 @@ class page_allocator {
         uint64_t returned = 0;
         uint64_t decommits = 0;
         uint64_t next_decay_ms = 0;
+        // Free blocks being decommitted outside the lock (still counted in free_pages and, until
+        // done, in free_resident); kept on a list so that a fork child can take them back.
+        page_list purging;
+        uint64_t purging_pages = 0;
+        uint64_t purging_resident = 0;
+        // Held while blocks are decommitted (taken before `lock`, never while holding it):
+        // grow() waits on it instead of reserving memory the node is about to get back.
+        platform::mutex purge_lock;
         unsigned nr_chunks = 0;
         chunk *chunks = nullptr;
+    };
+    // Blocks chosen under the zone lock to be decommitted after it is released.
+    struct purge_batch {
+        static constexpr unsigned kMax = 32;
+        page *blocks[kMax];
+        unsigned count = 0;
+        bool full() const { return count == kMax; }
     };
     struct alignas(kCacheLine) pcp_list {
         page_list lists[kPcpOrders];    // free blocks by order; only the owning slot touches them
@@ -182,9 +199,11 @@ class page_allocator {
     unsigned pcp_refill(pcp_list &pcp, unsigned order, unsigned node);
     void pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_order);
     static void drain_slot_cb(unsigned slot, void *arg);
-    void purge_over_retain(zone &z);
-    void purge_decayed(zone &z, uint64_t now);
-    uint64_t decommit_block(zone &z, page *pg, unsigned order);
+    void merge_and_link(zone &z, page *pg, unsigned order, uint64_t now, bool known_dirty);
+    void select_over_retain(zone &z, purge_batch &batch);
+    void select_decayed(zone &z, uint64_t now, purge_batch &batch);
+    void set_aside(zone &z, page *pg, unsigned order, purge_batch &batch);
+    uint64_t decommit_batch(zone &z, purge_batch &batch);
     page *check_free(void *addr, unsigned order, bool order_known);
     void mark_allocated(page *pg, unsigned order);
     unsigned preferred_node(unsigned slot) const;

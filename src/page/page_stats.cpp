@@ -139,8 +139,22 @@ unsigned page_allocator::validate(char *report, size_t size) const {
                     problem("free list count or tail is wrong", nullptr, o);
             }
         }
-        if (pages != z.free_pages) problem("zone free page count is wrong", nullptr, 0);
-        if (resident != z.free_resident) problem("zone resident page count is wrong", nullptr, 0);
+        // Blocks being decommitted outside the lock are free but on no list.
+        uint64_t purging = 0, purging_resident = 0, walked = 0;
+        for (const page *pg = z.purging.first; pg && walked <= z.purging.count; pg = pg->next) {
+            ++walked;
+            unsigned o = pg->flags() & PG_order_mask;
+            if ((pg->flags() & ~PG_order_mask) != PG_purging)
+                problem("block being decommitted has a wrong state", page_to_virt(pg), o);
+            purging += size_t{1} << o;
+            purging_resident += dirty_count(chunk_of(pg), page_pfn(pg), o);
+        }
+        if (walked != z.purging.count || purging != z.purging_pages ||
+            purging_resident != z.purging_resident)
+            problem("blocks being decommitted are miscounted", nullptr, 0);
+        if (pages + purging != z.free_pages) problem("zone free page count is wrong", nullptr, 0);
+        if (resident + purging_resident != z.free_resident)
+            problem("zone resident page count is wrong", nullptr, 0);
         if (z.free_pages + z.out != z.usable_pages)
             problem("zone pages do not add up (free + out != usable)", nullptr, 0);
     }

@@ -74,11 +74,12 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned order, unsigned node
     unsigned got = 0;
     for (int attempt = 0; attempt < 2 && got == 0; ++attempt) {
         uint64_t now = platform::now_coarse_ms();
+        purge_batch decayed;
         {
             platform::lock_guard guard(z.lock);
             // Decay before taking: a split re-stamps the halves as just freed (see
             // alloc_from_zones).
-            purge_decayed(z, now);
+            select_decayed(z, now, decayed);
             while (got < want) {
                 page *pg = zone_take(z, order, now);
                 if (!pg) break;
@@ -88,6 +89,7 @@ unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned order, unsigned node
                 ++got;
             }
         }
+        if (decayed.count) decommit_batch(z, decayed);
         if (got == 0 && !grow(node, order, nullptr)) break;
     }
     if (got) {
@@ -109,10 +111,11 @@ void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_ord
     zone &z = zones_[pcp.node.load(std::memory_order_relaxed)];
     uint64_t now = platform::now_coarse_ms();
     uint64_t flushed = 0;
+    purge_batch batch;
     {
         platform::lock_guard guard(z.lock);
         // Decay before the puts: merging re-stamps the buddies as just freed.
-        purge_decayed(z, now);
+        select_decayed(z, now, batch);
         for (unsigned i = 0; i < kPcpOrders && flushed < pages; ++i) {
             unsigned order = (first_order + i) % kPcpOrders;
             page_list &list = pcp.lists[order];
@@ -126,8 +129,9 @@ void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_ord
                 flushed += size_t{1} << order;
             }
         }
-        purge_over_retain(z);
+        select_over_retain(z, batch);
     }
+    if (batch.count) decommit_batch(z, batch);
     pcp.pages -= flushed;
     pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.flushes);

@@ -9,46 +9,34 @@
 //  3. On demand: purge() drains the per-slot lists and decommits every free dirty block.
 // A decommitted block moves to the clean list of its order; allocation takes clean blocks only
 // when no dirty block of a suitable order is left.
+//
+// How: the blocks are chosen under the zone lock and set aside (off the free lists, on the
+// zone's `purging` list, state PG_purging so no merge touches them, still counted as free). The
+// madvise calls run after the lock is released - a 4 MiB MADV_DONTNEED takes tens to hundreds of
+// microseconds, which other threads of the node would otherwise wait out. Then, under the lock
+// again, the blocks lose their dirty bits and are merged back onto the free lists. At most
+// purge_batch::kMax blocks per round. The zone's purge_lock is held over that phase, so grow()
+// can sleep on it instead of reserving (or failing under an arena limit) while the node still
+// has free memory in flight, and fork's prepare can wait for it.
 #include "page/dirty_bitmap.hpp"
 #include "page/page_allocator.hpp"
 
 namespace slabkit {
 
-// Decommits one free dirty block. Called with z.lock held. Returns the pages given back.
-uint64_t page_allocator::decommit_block(zone &z, page *pg, unsigned order) {
-    chunk *c = chunk_of(pg);
-    size_t pfn = page_pfn(pg);
-    uint64_t resident = dirty_count(c, pfn, order);
-    platform::os_status status = platform::decommit(page_to_virt(pg), kPageSize << order);
-    if (!status.ok()) {
-        // The memory stays ours and usable; only the RSS is not given back. Say so once.
-        static std::atomic<bool> said{false};
-        if (!said.exchange(true)) {
-            char buf[160];
-            platform::print_error("slabkit: page allocator: cannot give memory back to the OS: "
-                                  "%s\n",
-                                  platform::describe(status, buf, sizeof buf));
-        }
-        // Move it to the back so that the purge loops move on to other blocks.
-        z.dirty[order].remove(pg);
-        z.dirty[order].push_back(pg);
-        return 0;
-    }
-    dirty_fill(c, pfn, order, false);
-    z.free_resident -= resident;
-    z.returned += resident;
-    z.decommits += 1;
+// Takes a dirty free block off its list for decommitting. Called with z.lock held.
+void page_allocator::set_aside(zone &z, page *pg, unsigned order, purge_batch &batch) {
     z.dirty[order].remove(pg);
-    pg->set_state(PG_buddy | PG_clean | order);
-    z.clean[order].push_front(pg);
-    return resident;
+    pg->set_state(PG_purging | order);
+    z.purging.push_back(pg);
+    z.purging_pages += size_t{1} << order;
+    z.purging_resident += dirty_count(chunk_of(pg), page_pfn(pg), order);
+    batch.blocks[batch.count++] = pg;
 }
 
-void page_allocator::purge_over_retain(zone &z) {
-    if (SLABKIT_LIKELY(z.free_resident <= retain_pages_)) return;
+void page_allocator::select_over_retain(zone &z, purge_batch &batch) {
+    if (SLABKIT_LIKELY(z.free_resident - z.purging_resident <= retain_pages_)) return;
     const uint64_t target = retain_pages_ - retain_pages_ / 4;
-    // Bounded: each pass decommits one block or stops.
-    for (uint64_t pass = 0; z.free_resident > target && pass < (uint64_t{1} << 20); ++pass) {
+    while (!batch.full() && z.free_resident - z.purging_resident > target) {
         page *oldest = nullptr;
         unsigned oldest_order = 0;
         for (unsigned o = 0; o <= kMaxOrder; ++o) {
@@ -59,24 +47,68 @@ void page_allocator::purge_over_retain(zone &z) {
             }
         }
         if (!oldest) break;
-        if (decommit_block(z, oldest, oldest_order) == 0 && (oldest->flags() & PG_clean) == 0)
-            break; // the OS refused: stop trying for now
+        set_aside(z, oldest, oldest_order, batch);
     }
 }
 
-void page_allocator::purge_decayed(zone &z, uint64_t now) {
-    if (cfg_.decay_ms == 0 || now < z.next_decay_ms) return;
-    z.next_decay_ms = now + (cfg_.decay_ms / 4 ? cfg_.decay_ms / 4 : 1);
-    if (now < cfg_.decay_ms) return;
+void page_allocator::select_decayed(zone &z, uint64_t now, purge_batch &batch) {
+    if (cfg_.decay_ms == 0 || now < z.next_decay_ms || now < cfg_.decay_ms) return;
     const uint64_t cutoff = now - cfg_.decay_ms;
-    for (unsigned o = 0; o <= kMaxOrder; ++o) {
+    for (unsigned o = 0; o <= kMaxOrder && !batch.full(); ++o) {
         // Dirty lists are newest first, so the decayed blocks are a run at the back.
-        for (uint64_t n = z.dirty[o].count; n > 0; --n) {
-            page *tail = z.dirty[o].last;
-            if (!tail || tail->priv[0] > cutoff) break;
-            if (decommit_block(z, tail, o) == 0 && (tail->flags() & PG_clean) == 0) break;
+        while (!batch.full() && z.dirty[o].last && z.dirty[o].last->priv[0] <= cutoff)
+            set_aside(z, z.dirty[o].last, o, batch);
+    }
+    // A full batch may have left decayed blocks behind: look again on the next slow path.
+    if (!batch.full()) z.next_decay_ms = now + (cfg_.decay_ms / 4 ? cfg_.decay_ms / 4 : 1);
+}
+
+// Decommits the blocks set aside, without the zone lock, then puts them back. Returns the pages
+// given back to the OS.
+uint64_t page_allocator::decommit_batch(zone &z, purge_batch &batch) {
+    platform::lock_guard purging(z.purge_lock);
+    bool done[purge_batch::kMax];
+    platform::os_status failure;
+    for (unsigned i = 0; i < batch.count; ++i) {
+        page *pg = batch.blocks[i];
+        platform::os_status status =
+            platform::decommit(page_to_virt(pg), kPageSize << (pg->flags() & PG_order_mask));
+        done[i] = status.ok();
+        if (!done[i]) failure = status;
+    }
+    if (!failure.ok()) {
+        // The memory stays ours and usable; only the RSS is not given back. Say so once.
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true)) {
+            char buf[160];
+            platform::print_error("slabkit: page allocator: cannot give memory back to the OS: "
+                                  "%s\n",
+                                  platform::describe(failure, buf, sizeof buf));
         }
     }
+    uint64_t returned = 0;
+    const uint64_t now = platform::now_coarse_ms();
+    platform::lock_guard guard(z.lock);
+    for (unsigned i = 0; i < batch.count; ++i) {
+        page *pg = batch.blocks[i];
+        const unsigned order = pg->flags() & PG_order_mask;
+        chunk *c = chunk_of(pg);
+        const size_t pfn = page_pfn(pg);
+        const uint64_t resident = dirty_count(c, pfn, order);
+        z.purging.remove(pg);
+        z.purging_pages -= size_t{1} << order;
+        z.purging_resident -= resident;
+        if (done[i]) {
+            dirty_fill(c, pfn, order, false);
+            z.free_resident -= resident;
+            z.returned += resident;
+            z.decommits += 1;
+            returned += resident;
+        }
+        merge_and_link(z, pg, order, now, false);
+    }
+    batch.count = 0;
+    return returned;
 }
 
 uint64_t page_allocator::purge() {
@@ -84,12 +116,19 @@ uint64_t page_allocator::purge() {
     uint64_t total = 0;
     for (unsigned n = 0; n < nodes_; ++n) {
         zone &z = zones_[n];
-        platform::lock_guard guard(z.lock);
-        for (unsigned o = 0; o <= kMaxOrder; ++o)
-            for (uint64_t left = z.dirty[o].count; left > 0 && !z.dirty[o].empty(); --left) {
-                page *pg = z.dirty[o].last;
-                total += decommit_block(z, pg, o);
+        for (;;) {
+            purge_batch batch;
+            {
+                platform::lock_guard guard(z.lock);
+                for (unsigned o = 0; o <= kMaxOrder && !batch.full(); ++o)
+                    while (!batch.full() && z.dirty[o].last)
+                        set_aside(z, z.dirty[o].last, o, batch);
             }
+            if (batch.count == 0) break;
+            uint64_t returned = decommit_batch(z, batch);
+            total += returned;
+            if (returned == 0) break; // the OS refuses: do not spin on it
+        }
     }
     return total;
 }

@@ -1342,6 +1342,32 @@ TEST_F(PageAllocatorDecommit, PurgeGivesBackEveryFreePage) {
     EXPECT_TRUE(valid(pa));
 }
 
+// A free block merged from a decommitted part and a warm part hands out the warm pages first:
+// splitting keeps the half with more resident pages, whichever half it is.
+TEST_F(PageAllocatorDecommit, SplitsKeepTheWarmHalf) {
+    page_allocator &pa = make(no_pcp_retain(1u << 20)); // nothing decommitted unless asked
+    auto *low = as_bytes(pa.alloc(0));
+    auto *high = as_bytes(pa.alloc(0));
+    ASSERT_EQ(high, low + kPageSize) << "two pages of one split block, in address order";
+    memset(low, 1, kPageSize);
+    memset(high, 2, kPageSize);
+    pa.free(low, 0);
+    EXPECT_GT(pa.purge(), 0u); // the lower page is decommitted, alone (its buddy is in use)
+    EXPECT_EQ(resident(low, 1), 0u);
+    pa.free(high, 0); // merges with the clean lower page: a block with one warm page, the upper
+    EXPECT_TRUE(valid(pa));
+    page_stats st = stats_of(pa);
+    EXPECT_EQ(st.free_resident, 1u);
+    EXPECT_EQ(pa.alloc(0), high) << "the warm page comes back, not the lower, cold one";
+    EXPECT_EQ(resident(high, 1), 1u);
+    EXPECT_EQ(stats_of(pa).free_resident, 0u);
+    EXPECT_EQ(pa.alloc(0), low);
+    pa.free(low, 0);
+    pa.free(high, 0);
+    EXPECT_TRUE(valid(pa));
+    EXPECT_TRUE(all_merged(stats_of(pa)));
+}
+
 TEST_F(PageAllocatorDecommit, DecommittedMemoryReadsBackAsZero) {
     page_allocator &pa = make(no_pcp_retain(4096));
     constexpr unsigned kOrder = 4;
