@@ -260,6 +260,7 @@ void page_allocator::mark_allocated(page *pg, unsigned order) {
 
 void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
                                        alloc_failure *why) {
+    drain_idle_slots(platform::now_coarse_ms());
     const unsigned preferred =
         node == kAnyNode ? preferred_node(slots::current()) : static_cast<unsigned>(node);
     const unsigned tries = (flags & kThisNode) ? 1 : nodes_;
@@ -411,6 +412,7 @@ void page_allocator::zone_free(page *pg, unsigned order) {
         select_over_retain(z, batch);
     }
     if (batch.count) decommit_batch(z, batch);
+    drain_idle_slots(now);
 }
 
 } // namespace slabkit

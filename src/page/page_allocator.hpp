@@ -199,6 +199,7 @@ class page_allocator {
     unsigned pcp_refill(pcp_list &pcp, unsigned order, unsigned node);
     void pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_order);
     static void drain_slot_cb(unsigned slot, void *arg);
+    void drain_idle_slots(uint64_t now);
     void merge_and_link(zone &z, page *pg, unsigned order, uint64_t now, bool known_dirty);
     void select_over_retain(zone &z, purge_batch &batch);
     void select_decayed(zone &z, uint64_t now, purge_batch &batch);
@@ -213,6 +214,7 @@ class page_allocator {
     uint64_t retain_pages_;
     std::atomic<uint64_t> errors_{0};
     std::atomic<uint64_t> reserved_bytes_{0};
+    std::atomic<uint64_t> next_idle_drain_ms_{0};
     platform::mutex arena_lock_;
     zone zones_[platform::kMaxNodes];
     pcp_list pcp_[kMaxSlots];

@@ -62,12 +62,16 @@ void page_allocator::pcp_free(unsigned slot, page *pg, unsigned order) {
     pcp.pages += size_t{1} << order;
     pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.frees);
-    if (SLABKIT_UNLIKELY(pcp.pages > cfg_.pcp_high)) pcp_flush(pcp, cfg_.pcp_batch, order);
+    if (SLABKIT_UNLIKELY(pcp.pages > cfg_.pcp_high)) {
+        pcp_flush(pcp, cfg_.pcp_batch, order);
+        drain_idle_slots(platform::now_coarse_ms());
+    }
 }
 
 // Takes batch >> order blocks (at least one) of `order` from `node`'s zone, growing it if it is
 // empty. Returns how many were added; 0 when the node has no memory to give.
 unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned order, unsigned node) {
+    drain_idle_slots(platform::now_coarse_ms());
     zone &z = zones_[node];
     const unsigned want = cfg_.pcp_batch >> order ? cfg_.pcp_batch >> order : 1;
     page_list &list = pcp.lists[order];
@@ -140,6 +144,21 @@ void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_ord
 void page_allocator::drain_slot_cb(unsigned slot, void *arg) {
     auto *pa = static_cast<page_allocator *>(arg);
     pa->pcp_flush(pa->pcp_[slot], UINT64_MAX, 0);
+}
+
+// Slots that no thread has taken for decay_ms keep what their last thread parked until someone
+// drains them; the slow paths do it here, at most every decay_ms/4 (decay_ms = 0: never; drain()
+// still does). A thread arriving sooner inherits the lists warm. Never called with a zone lock or
+// the slot registry lock held.
+void page_allocator::drain_idle_slots(uint64_t now) {
+    if (cfg_.decay_ms == 0) return;
+    uint64_t next = next_idle_drain_ms_.load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(now < next)) return;
+    const uint64_t step = cfg_.decay_ms / 4 ? cfg_.decay_ms / 4 : 1;
+    if (!next_idle_drain_ms_.compare_exchange_strong(next, now + step, std::memory_order_relaxed))
+        return; // another thread is on it
+    if (now < cfg_.decay_ms) return;
+    slots::for_each_idle_since(now - cfg_.decay_ms, drain_slot_cb, this);
 }
 
 void page_allocator::drain() {

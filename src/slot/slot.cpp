@@ -21,6 +21,7 @@ constexpr unsigned kReleaseHooks = 8;
 
 platform::mutex g_lock;
 std::atomic<bool> g_owned[kMaxSlots];
+uint64_t g_idle_since_ms[kMaxSlots]; // under g_lock: when the slot was last given back
 uint8_t g_node[kMaxSlots];
 std::atomic<unsigned> g_in_use{0};
 std::atomic<unsigned> g_high_water{0};
@@ -33,8 +34,10 @@ void on_thread_exit() {
     if (slot >= kMaxSlots) return;
     unsigned n = g_release_hook_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) g_release_hooks[i](slot);
+    const uint64_t now = platform::now_coarse_ms();
     platform::lock_guard guard(g_lock);
     g_owned[slot].store(false, std::memory_order_relaxed);
+    g_idle_since_ms[slot] = now;
     g_in_use.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -49,8 +52,10 @@ void fork_child() {
     // per-slot state is inherited by whichever thread takes it next.
     unsigned mine = detail::tls_slot;
     unsigned count = 0;
+    const uint64_t now = platform::now_coarse_ms();
     for (unsigned s = 0; s < kMaxSlots; ++s) {
         bool keep = s == mine;
+        if (!keep && g_owned[s].load(std::memory_order_relaxed)) g_idle_since_ms[s] = now;
         g_owned[s].store(keep, std::memory_order_relaxed);
         count += keep;
     }
@@ -110,10 +115,15 @@ bool owned(unsigned slot) {
 }
 
 void for_each_idle(void (*fn)(unsigned, void *), void *arg) {
+    for_each_idle_since(UINT64_MAX, fn, arg);
+}
+
+void for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned, void *), void *arg) {
     platform::lock_guard guard(g_lock);
     unsigned limit = g_high_water.load(std::memory_order_relaxed);
     for (unsigned s = 0; s < limit; ++s)
-        if (!g_owned[s].load(std::memory_order_relaxed)) fn(s, arg);
+        if (!g_owned[s].load(std::memory_order_relaxed) && g_idle_since_ms[s] <= before_ms)
+            fn(s, arg);
 }
 
 bool add_release_hook(void (*hook)(unsigned)) {

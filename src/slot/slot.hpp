@@ -14,6 +14,8 @@
 
 #include "base/compiler.hpp"
 
+#include <cstdint>
+
 namespace slabkit {
 
 inline constexpr unsigned kMaxSlots = 1024;
@@ -53,6 +55,9 @@ bool owned(unsigned slot);
 // registry lock so that no thread takes one meanwhile. The caller may touch those slots'
 // per-slot state inside fn.
 void for_each_idle(void (*fn)(unsigned slot, void *arg), void *arg);
+// The same, for the slots that have been idle since `before_ms` (platform::now_coarse_ms time)
+// or earlier: those no thread has inherited for a while.
+void for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned slot, void *arg), void *arg);
 
 // Hooks called at thread exit with the departing thread's slot, before it becomes idle (while
 // the thread still owns it). At most 8. Returns false when full.

@@ -604,6 +604,40 @@ TEST_F(PageAllocatorPcp, DrainCollectsPagesOfExitedThreads) {
     EXPECT_TRUE(valid(pa));
 }
 
+// A slot that no thread takes for decay_ms is drained by the next slow path, so the pages an
+// exited thread parked do not stay parked for ever; with decay off they wait for drain().
+TEST_F(PageAllocatorPcp, SlotsIdleForDecayMsAreDrainedBySlowPaths) {
+    for (unsigned decay_ms : {20u, 0u}) {
+        SCOPED_TRACE(decay_ms);
+        page_allocator_config cfg = small_pcp();
+        cfg.decay_ms = decay_ms;
+        page_allocator &pa = make(cfg);
+        // This thread holds a slot, so it cannot inherit the other thread's when it exits.
+        ASSERT_NE(slots::current(), kNoSlot);
+        std::thread([&] {
+            std::vector<void *> pages;
+            for (int i = 0; i < 8; ++i) pages.push_back(pa.alloc(0));
+            for (void *p : pages) pa.free(p, 0);
+        }).join();
+        ASSERT_EQ(stats_of(pa).in_pcp, 8u);
+        // Slow paths of this thread (order 4 has no per-slot list) after the slot has idled.
+        for (int round = 0; round < 50 && stats_of(pa).in_pcp != 0; ++round) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            pa.free(pa.alloc(4), 4);
+        }
+        page_stats st = stats_of(pa);
+        if (decay_ms) {
+            EXPECT_EQ(st.in_pcp, 0u);
+            EXPECT_TRUE(all_merged(st));
+        } else {
+            EXPECT_EQ(st.in_pcp, 8u) << "decay off: only drain() takes them back";
+            pa.drain();
+            EXPECT_TRUE(all_merged(stats_of(pa)));
+        }
+        EXPECT_TRUE(valid(pa));
+    }
+}
+
 TEST_F(PageAllocatorPcp, NextThreadInheritsAnIdleList) {
     page_allocator &pa = make(small_pcp());
     unsigned first_slot = kNoSlot, second_slot = kNoSlot;
