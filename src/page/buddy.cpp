@@ -176,6 +176,9 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         return false;
     }
     platform::bind_to_node(base, kChunkSize, node); // best effort: placement only
+    // Pages are handed out and given back 4 KiB at a time: huge pages would make one touched
+    // page cost 2 MiB of RSS. Best effort (kernels without THP refuse it harmlessly).
+    platform::no_huge_pages(base, kChunkSize);
 
     chunk *c = static_cast<chunk *>(base);
     c->magic = chunk::kMagic;

@@ -64,6 +64,11 @@ os_status protect_none(void *addr, size_t size) {
     return {};
 }
 
+os_status no_huge_pages(void *addr, size_t size) {
+    if (madvise(addr, size, MADV_NOHUGEPAGE) != 0) return {"madvise", errno};
+    return {};
+}
+
 os_status release(void *addr, size_t size) {
     if (munmap(addr, size) != 0) return {"munmap", errno};
     return {};

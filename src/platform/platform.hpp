@@ -53,6 +53,10 @@ os_status commit(void *addr, size_t size);
 os_status decommit(void *addr, size_t size);
 // Makes [addr, addr+size) inaccessible again (guard pages); the memory is dropped too.
 os_status protect_none(void *addr, size_t size);
+// Asks the OS not to back [addr, addr+size) with transparent huge pages (MADV_NOHUGEPAGE): with
+// THP set to "always", touching one 4 KiB page could otherwise make 2 MiB resident, and giving
+// back 4 KiB would split a huge page.
+os_status no_huge_pages(void *addr, size_t size);
 // Unmaps a reservation (or part of one).
 os_status release(void *addr, size_t size);
 // Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and

@@ -872,6 +872,36 @@ TEST_F(PlatformCommitted, ProtectNoneDropsPagesAndRecommitReadsZero) {
     EXPECT_EQ(page(7)[page_ - 1], 0x5a);
 }
 
+// no_huge_pages marks the range "nh" in /proc/self/smaps (VmFlags), where the kernel has THP.
+TEST_F(PlatformCommitted, NoHugePagesMarksTheMapping) {
+    os_status status = no_huge_pages(mem_, 16 * page_);
+    if (!status.ok()) {
+        // Kernels built without THP refuse the advice; the call must say so, not crash.
+        EXPECT_STREQ(status.call, "madvise");
+        GTEST_SKIP() << "no THP in this kernel: " << describe_str(status);
+    }
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ASSERT_NE(f, nullptr);
+    char line[512];
+    bool in_range = false, found = false, marked = false;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(mem_);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long start = 0, end = 0;
+        // Mapping header lines start "start-end perms ..."; field lines ("Rss:") do not.
+        if (sscanf(line, "%lx-%lx ", &start, &end) == 2) {
+            in_range = start <= at && at < end;
+            continue;
+        }
+        if (in_range && strncmp(line, "VmFlags:", 8) == 0) {
+            found = true;
+            marked = strstr(line, " nh") != nullptr;
+        }
+    }
+    fclose(f);
+    ASSERT_TRUE(found) << "mapping not in /proc/self/smaps";
+    EXPECT_TRUE(marked) << "VmFlags of the range lack nh";
+}
+
 TEST_F(PlatformCommitted, BindToNode) {
     const topology &t = numa();
     EXPECT_TRUE(bind_to_node(mem_, 16 * page_, 0).ok());
