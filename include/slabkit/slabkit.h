@@ -1,0 +1,166 @@
+/* slabkit.h - slabkit's C API: object caches (kmem_cache), kmalloc, statistics.
+ *
+ * Every function is thread-safe. The allocator behind the API is the process's design, chosen
+ * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default); an unknown
+ * name is reported on stderr and the process exits with status 1 at its first call.
+ *
+ * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
+ * address that is not an object start, an object into the wrong cache, destroying a cache with
+ * live objects) is reported on stderr with the cache name and the address. A bad free is then
+ * fatal unless SLABKIT_CONTINUE_ON_ERROR=1, in which case it is counted and ignored: nothing is
+ * freed, nothing is corrupted.
+ */
+#ifndef SLABKIT_SLABKIT_H
+#define SLABKIT_SLABKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SLABKIT_API __attribute__((visibility("default")))
+#define SLABKIT_MALLOC_LIKE __attribute__((malloc, warn_unused_result))
+#else
+#define SLABKIT_API
+#define SLABKIT_MALLOC_LIKE
+#endif
+
+/* An opaque object cache. */
+typedef struct kmem_cache slabkit_cache;
+
+/* Cache flags (the kernel's SLAB_* values). Debug flags are accepted and recorded; the checks
+ * behind them come with the debugging layer. */
+#define SLABKIT_RED_ZONE 0x00000400u      /* red zones around each object */
+#define SLABKIT_POISON 0x00000800u        /* poison free objects */
+#define SLABKIT_HWCACHE_ALIGN 0x00002000u /* align objects to a cache line (fraction) */
+#define SLABKIT_STORE_USER 0x00010000u    /* remember who allocated and freed */
+#define SLABKIT_PANIC 0x00040000u         /* abort the process if creation fails */
+
+/* Allocation flags (a subset of the kernel's gfp_t). */
+#define SLABKIT_GFP_ZERO 0x1u /* zero the memory */
+
+/* kmalloc(0) and friends return this pointer: never dereferenceable, accepted by kfree. */
+#define SLABKIT_ZERO_SIZE_PTR ((void *)16)
+/* Largest size kmalloc serves from caches; above it, pages (and above 4 MiB, the OS). */
+#define SLABKIT_KMALLOC_MAX_CACHE_SIZE 8192u
+/* Any node (allocation is served from the caller's node). */
+#define SLABKIT_ANY_NODE (-1)
+
+/* ---- object caches ---------------------------------------------------------------------- */
+
+/* Creates a cache of objects of `size` bytes aligned to `align` (0 or a power of two; objects
+ * are at least 8-aligned), with an optional constructor run once per object when its slab is
+ * built (so a freed object must be returned in its constructed state). The name must be unique
+ * among live caches, 1..31 printable characters without spaces. Returns NULL, with a line on
+ * stderr naming the problem, if any argument is bad or memory is short (with SLABKIT_PANIC:
+ * aborts instead). */
+SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
+                                                unsigned flags, void (*ctor)(void *));
+/* The same in a named design ("slqb"); NULL if the design is unknown. Lets one process compare
+ * designs. */
+SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
+                                                   size_t size, size_t align, unsigned flags,
+                                                   void (*ctor)(void *));
+SLABKIT_API void *slabkit_cache_alloc(slabkit_cache *cache, unsigned gfp) SLABKIT_MALLOC_LIKE;
+/* From node `node` (SLABKIT_ANY_NODE: the caller's). NULL for a node that does not exist. */
+SLABKIT_API void *slabkit_cache_alloc_node(slabkit_cache *cache, unsigned gfp,
+                                           int node) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void slabkit_cache_free(slabkit_cache *cache, void *obj);
+/* Allocates n objects into p; returns n, or 0 (with nothing allocated) on failure. */
+SLABKIT_API size_t slabkit_cache_alloc_bulk(slabkit_cache *cache, unsigned gfp, size_t n,
+                                            void **p);
+SLABKIT_API void slabkit_cache_free_bulk(slabkit_cache *cache, size_t n, void **p);
+/* Returns the cache's free objects parked on this thread and on idle threads' slots to their
+ * pages and releases empty pages; other threads give theirs back at their next slow path.
+ * Returns the number of pages the cache still holds. */
+SLABKIT_API size_t slabkit_cache_shrink(slabkit_cache *cache);
+/* Destroys a cache (NULL: nothing). No thread may use it concurrently. If objects are still
+ * allocated, each is reported (address) and the cache's memory is kept, so that later accesses
+ * to them are not use-after-free; the cache is then unusable but its name is freed. */
+SLABKIT_API void slabkit_cache_destroy(slabkit_cache *cache);
+SLABKIT_API const char *slabkit_cache_name(const slabkit_cache *cache);
+/* The object size as created, and the usable size of each object (>= object size). */
+SLABKIT_API size_t slabkit_cache_object_size(const slabkit_cache *cache);
+
+/* ---- kmalloc ------------------------------------------------------------------------------ */
+
+/* Size classes 8 16 32 64 96 128 192 256 512 1k 2k 4k 8k; larger from pages. Power-of-two
+ * sizes are naturally aligned; every block is 8-aligned, and 16-aligned from 16 bytes up.
+ * Size 0 gives SLABKIT_ZERO_SIZE_PTR; a size that cannot be served gives NULL. */
+SLABKIT_API void *slabkit_kmalloc(size_t size, unsigned gfp) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void *slabkit_kmalloc_node(size_t size, unsigned gfp, int node) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void *slabkit_kzalloc(size_t size, unsigned gfp) SLABKIT_MALLOC_LIKE;
+/* n * size bytes, zeroed; NULL when n * size overflows. */
+SLABKIT_API void *slabkit_kcalloc(size_t n, size_t size, unsigned gfp) SLABKIT_MALLOC_LIKE;
+/* Resizes p, in place when the new size fits its block (shrinking included); otherwise moves
+ * it. realloc(NULL, n) is kmalloc(n); a zero size frees p and returns SLABKIT_ZERO_SIZE_PTR.
+ * On failure returns NULL and leaves p untouched. */
+SLABKIT_API void *slabkit_krealloc(void *p, size_t size, unsigned gfp);
+/* NULL and SLABKIT_ZERO_SIZE_PTR: nothing. */
+SLABKIT_API void slabkit_kfree(void *p);
+/* The usable size of a kmalloc block (0 for NULL and SLABKIT_ZERO_SIZE_PTR). */
+SLABKIT_API size_t slabkit_ksize(const void *p);
+
+/* ---- statistics --------------------------------------------------------------------------- */
+
+/* One cache's figures, summed over slots and nodes (a racy but whole-valued snapshot). */
+struct slabkit_cache_stats {
+    char name[32];
+    char design[8];
+    size_t object_size;   /* as created */
+    size_t slot_size;     /* bytes per object in a slab, metadata included */
+    size_t align;
+    unsigned order;       /* pages per slab = 1 << order */
+    unsigned objects_per_slab;
+    uint64_t slabs;       /* slabs held now */
+    uint64_t objects;     /* slabs * objects_per_slab */
+    uint64_t active_objects; /* not on a slab freelist: allocated or queued */
+    uint64_t queued_objects; /* free, parked on per-slot queues, outboxes and inboxes */
+    unsigned hiwater, freebatch; /* SLQB tunables (0 for other designs) */
+    /* Event counters; names as the design's own statistics (for SLQB: ALLOC, ALLOC_SLAB_FILL,
+     * ALLOC_SLAB_NEW, FREE, FREE_REMOTE, FLUSH_FREE_LIST, ...). */
+    unsigned nr_counters;
+    const char *counter_names[24];
+    uint64_t counters[24];
+};
+
+/* Number of live caches. */
+SLABKIT_API size_t slabkit_cache_count(void);
+/* Fills out[0..max) with the live caches' figures (in creation order); returns how many there
+ * are (which may exceed max). */
+SLABKIT_API size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max);
+/* One cache's figures. */
+SLABKIT_API void slabkit_cache_stats(const slabkit_cache *cache, struct slabkit_cache_stats *out);
+/* /proc/slabinfo (version 2.1) text of every live cache into buf; returns the full length
+ * (like snprintf: the text is truncated if it is longer than size - 1). */
+SLABKIT_API size_t slabkit_slabinfo(char *buf, size_t size);
+
+/* Page allocator totals. */
+struct slabkit_page_stats {
+    uint64_t pages_in_use;   /* handed out (slabs and large blocks) */
+    uint64_t pages_parked;   /* on per-slot page lists */
+    uint64_t pages_free;     /* in the buddy lists */
+    uint64_t pages_resident; /* upper bound of what slabkit keeps resident */
+    uint64_t pages_returned; /* given back to the OS since start */
+    uint64_t reserved_bytes; /* address space reserved */
+    uint64_t large_os_bytes; /* blocks above 4 MiB, mapped from the OS directly */
+    uint64_t errors;         /* bad frees reported */
+};
+SLABKIT_API void slabkit_page_stats(struct slabkit_page_stats *out);
+
+/* The process's design ("slqb"). */
+SLABKIT_API const char *slabkit_allocator(void);
+/* Designs this build has, separated by spaces. */
+SLABKIT_API const char *slabkit_designs(void);
+/* Gives back what slabkit can: flushes this thread's and idle threads' queues in every cache,
+ * then the page allocator's idle lists, then decommits free pages. */
+SLABKIT_API void slabkit_trim(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLABKIT_SLABKIT_H */
