@@ -70,8 +70,7 @@ SLABKIT_API void *slabkit_cache_alloc_node(slabkit_cache *cache, unsigned gfp,
                                            int node) SLABKIT_MALLOC_LIKE;
 SLABKIT_API void slabkit_cache_free(slabkit_cache *cache, void *obj);
 /* Allocates n objects into p; returns n, or 0 (with nothing allocated) on failure. */
-SLABKIT_API size_t slabkit_cache_alloc_bulk(slabkit_cache *cache, unsigned gfp, size_t n,
-                                            void **p);
+SLABKIT_API size_t slabkit_cache_alloc_bulk(slabkit_cache *cache, unsigned gfp, size_t n, void **p);
 SLABKIT_API void slabkit_cache_free_bulk(slabkit_cache *cache, size_t n, void **p);
 /* Returns the cache's free objects parked on this thread and on idle threads' slots to their
  * pages and releases empty pages; other threads give theirs back at their next slow path.
@@ -110,15 +109,15 @@ SLABKIT_API size_t slabkit_ksize(const void *p);
 struct slabkit_cache_stats {
     char name[32];
     char design[8];
-    size_t object_size;   /* as created */
-    size_t slot_size;     /* bytes per object in a slab, metadata included */
+    size_t object_size; /* as created */
+    size_t slot_size;   /* bytes per object in a slab, metadata included */
     size_t align;
-    unsigned order;       /* pages per slab = 1 << order */
+    unsigned order; /* pages per slab = 1 << order */
     unsigned objects_per_slab;
-    uint64_t slabs;       /* slabs held now */
-    uint64_t objects;     /* slabs * objects_per_slab */
-    uint64_t active_objects; /* not on a slab freelist: allocated or queued */
-    uint64_t queued_objects; /* free, parked on per-slot queues, outboxes and inboxes */
+    uint64_t slabs;              /* slabs held now */
+    uint64_t objects;            /* slabs * objects_per_slab */
+    uint64_t active_objects;     /* not on a slab freelist: allocated or queued */
+    uint64_t queued_objects;     /* free, parked on per-slot queues, outboxes and inboxes */
     unsigned hiwater, freebatch; /* SLQB tunables (0 for other designs) */
     /* Event counters; names as the design's own statistics (for SLQB: ALLOC, ALLOC_SLAB_FILL,
      * ALLOC_SLAB_NEW, FREE, FREE_REMOTE, FLUSH_FREE_LIST, ...). */
@@ -133,7 +132,8 @@ SLABKIT_API size_t slabkit_cache_count(void);
  * are (which may exceed max). */
 SLABKIT_API size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max);
 /* One cache's figures. */
-SLABKIT_API void slabkit_cache_stats(const slabkit_cache *cache, struct slabkit_cache_stats *out);
+SLABKIT_API void slabkit_get_cache_stats(const slabkit_cache *cache,
+                                         struct slabkit_cache_stats *out);
 /* /proc/slabinfo (version 2.1) text of every live cache into buf; returns the full length
  * (like snprintf: the text is truncated if it is longer than size - 1). */
 SLABKIT_API size_t slabkit_slabinfo(char *buf, size_t size);
@@ -149,7 +149,7 @@ struct slabkit_page_stats {
     uint64_t large_os_bytes; /* blocks above 4 MiB, mapped from the OS directly */
     uint64_t errors;         /* bad frees reported */
 };
-SLABKIT_API void slabkit_page_stats(struct slabkit_page_stats *out);
+SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
 
 /* The process's design ("slqb"). */
 SLABKIT_API const char *slabkit_allocator(void);

@@ -85,6 +85,14 @@ void fatal(const char *fmt, ...) {
     abort();
 }
 
+void exit_with_error(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(fmt, ap);
+    va_end(ap);
+    _exit(status);
+}
+
 uint64_t now_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

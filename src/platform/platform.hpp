@@ -123,6 +123,10 @@ void write_stderr(const char *buf, size_t len);
 void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // Prints the message and aborts the process (SIGABRT).
 [[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Prints like print_error and ends the process at once with `status` (a configuration error
+// found at start: no core dump, no exit handlers).
+[[noreturn]] void exit_with_error(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 uint64_t now_ns();

@@ -1,0 +1,200 @@
+// cache.cpp - argument checks, object layout, slab set-up and the cache registry.
+#include "core/cache.hpp"
+
+#include <cstring>
+
+namespace slabkit {
+
+namespace {
+const char *const kDesignNames[kNrDesigns] = {"slqb"};
+
+constexpr size_t align_up(size_t v, size_t a) {
+    return (v + a - 1) & ~(a - 1);
+}
+constexpr bool is_pow2(size_t v) {
+    return v && !(v & (v - 1));
+}
+unsigned fls_size(size_t v) { // bits needed to hold v: fls(0) = 0, fls(1) = 1, fls(4096) = 13
+    return v ? 64 - static_cast<unsigned>(__builtin_clzll(v)) : 0;
+}
+} // namespace
+
+const char *design_name(design d) {
+    unsigned i = static_cast<unsigned>(d);
+    return i < kNrDesigns ? kDesignNames[i] : "?";
+}
+
+bool parse_design(const char *name, design *out) {
+    if (!name) return false;
+    for (unsigned i = 0; i < kNrDesigns; ++i) {
+        if (strcmp(name, kDesignNames[i]) == 0) {
+            *out = static_cast<design>(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *cache_args_invalid(const cache_args &a) {
+    if (!a.name) return "the name is NULL";
+    size_t len = strlen(a.name);
+    if (len == 0) return "the name is empty";
+    if (len >= kNameMax) return "the name is longer than 31 characters";
+    for (size_t i = 0; i < len; ++i) {
+        unsigned char ch = static_cast<unsigned char>(a.name[i]);
+        if (ch <= ' ' || ch >= 0x7f) return "the name has a space or a non-printable character";
+    }
+    if (a.size == 0) return "the object size is 0";
+    if (a.size > kMaxObjectSize) return "the object size is larger than 4 MiB";
+    if (a.align != 0 && !is_pow2(a.align)) return "the alignment is not a power of two";
+    if (a.align > kPageSize) return "the alignment is larger than the page size (4096)";
+    if (a.flags & ~static_cast<unsigned>(kKnownFlags)) return "unknown flags";
+    return nullptr;
+}
+
+void compute_layout(cache *c, const order_policy &policy) {
+    size_t align = c->align < kMinAlign ? kMinAlign : c->align;
+    if (c->flags & kHwcacheAlign) {
+        // A fraction of a cache line: small objects share lines without straddling them.
+        size_t line = kCacheLine;
+        while (c->object_size <= line / 2 && line > kMinAlign) line /= 2;
+        if (line > align) align = line;
+    }
+    size_t size =
+        align_up(c->object_size < sizeof(void *) ? sizeof(void *) : c->object_size, sizeof(void *));
+    c->offset = 0;
+    if (c->ctor) {
+        // Constructed state must survive while the object is free: the link goes after it.
+        c->offset = static_cast<uint32_t>(size);
+        size += sizeof(void *);
+    }
+    c->inuse = static_cast<uint32_t>(size);
+    size = align_up(size, align);
+    c->size = static_cast<uint32_t>(size);
+    c->align = static_cast<uint32_t>(align);
+
+    // Order: the first order (from the smallest that holds one object) whose waste is within
+    // policy; failing that up to max_order, the smallest order that holds min_objects.
+    unsigned start = size <= kPageSize ? 0 : fls_size(size - 1) - kPageShift;
+    if (start < policy.min_order) start = policy.min_order;
+    unsigned order = kNrOrders;
+    for (unsigned o = start; o <= policy.max_order && o <= kMaxOrder; ++o) {
+        size_t slab = kPageSize << o;
+        size_t objects = slab / size;
+        if (objects < policy.min_objects || objects == 0) continue;
+        if ((slab - objects * size) * policy.waste_den <= slab) {
+            order = o;
+            break;
+        }
+    }
+    if (order == kNrOrders) {
+        for (unsigned o = start; o <= kMaxOrder; ++o) {
+            size_t objects = (kPageSize << o) / size;
+            if (objects >= policy.min_objects && objects > 0) {
+                order = o;
+                break;
+            }
+        }
+    }
+    if (order == kNrOrders) order = kMaxOrder; // min_objects unreachable: one per max slab
+    c->order = static_cast<uint8_t>(order);
+    size_t slab = kPageSize << order;
+    c->objects = static_cast<uint32_t>(slab / size);
+    c->colour_off = static_cast<uint32_t>(align > kCacheLine ? align : kCacheLine);
+    c->colour_range = static_cast<uint32_t>(slab - c->objects * size);
+
+    unsigned shift = static_cast<unsigned>(__builtin_ctzll(size));
+    uint64_t odd = size >> shift;
+    uint64_t inv = odd; // Newton's iteration doubles the correct low bits each step
+    for (int i = 0; i < 6; ++i) inv *= 2 - odd * inv;
+    c->size_shift = static_cast<uint8_t>(shift);
+    c->size_odd_inverse = inv;
+    c->size_odd_limit = UINT64_MAX / odd;
+}
+
+void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner) {
+    pg->owner = c;
+    pg->priv[1] = list_owner;
+    pg->priv[2] = colour;
+    pg->aux = 0;
+    char *base = static_cast<char *>(page_to_virt(pg)) + colour;
+    char *obj = base;
+    for (uint32_t i = 0; i < c->objects; ++i, obj += c->size) {
+        if (c->ctor) c->ctor(obj);
+        set_freepointer(c, obj, i + 1 < c->objects ? obj + c->size : nullptr);
+    }
+    set_slab_freelist(pg, base);
+    pg->set_state(pg->flags() | PG_slab);
+}
+
+void clear_slab(page *pg) {
+    pg->set_state(pg->flags() & ~static_cast<uint32_t>(PG_slab));
+    pg->owner = nullptr;
+    pg->priv[0] = pg->priv[1] = pg->priv[2] = 0;
+    pg->aux = 0;
+    pg->next = pg->prev = nullptr;
+}
+
+// ---- registry -----------------------------------------------------------------------------
+
+namespace {
+platform::mutex g_registry_lock;
+cache *g_first = nullptr;
+cache *g_last = nullptr;
+size_t g_count = 0;
+} // namespace
+
+namespace registry {
+
+platform::mutex &lock() {
+    return g_registry_lock;
+}
+
+bool add(cache *c, const char **why) {
+    platform::lock_guard guard(g_registry_lock);
+    for (cache *it = g_first; it; it = it->reg_next) {
+        if (strcmp(it->name, c->name) == 0) {
+            if (why) *why = "a live cache already has this name";
+            return false;
+        }
+    }
+    c->reg_prev = g_last;
+    c->reg_next = nullptr;
+    if (g_last)
+        g_last->reg_next = c;
+    else
+        g_first = c;
+    g_last = c;
+    c->registered = true;
+    ++g_count;
+    return true;
+}
+
+void remove(cache *c) {
+    platform::lock_guard guard(g_registry_lock);
+    if (!c->registered) return;
+    if (c->reg_prev)
+        c->reg_prev->reg_next = c->reg_next;
+    else
+        g_first = c->reg_next;
+    if (c->reg_next)
+        c->reg_next->reg_prev = c->reg_prev;
+    else
+        g_last = c->reg_prev;
+    c->reg_next = c->reg_prev = nullptr;
+    c->registered = false;
+    --g_count;
+}
+
+void for_each(void (*fn)(cache *c, void *arg), void *arg) {
+    platform::lock_guard guard(g_registry_lock);
+    for (cache *it = g_first; it; it = it->reg_next) fn(it, arg);
+}
+
+size_t count() {
+    platform::lock_guard guard(g_registry_lock);
+    return g_count;
+}
+
+} // namespace registry
+} // namespace slabkit

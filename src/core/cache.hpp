@@ -1,0 +1,181 @@
+// cache.hpp - the cache descriptor all four designs share, its object layout, and the registry.
+//
+// A cache hands out objects of one size. Every design embeds a `cache` at the start of its own
+// descriptor (slqb_cache, ...), so code that only knows an object's page (kfree, ksize, bad-free
+// reports, slabinfo) can still read the common part.
+//
+// Object layout within a slab (`size` bytes per object, objects back to back from the slab's
+// start plus its colour offset):
+//
+//   | object (object_size, rounded up to a word) | free pointer, if ctor | (debug: later) | pad |
+//   |<-------------------------------------- size ------------------------------------------>|
+//
+// The free pointer of a free object lives in its first word (offset 0), or, when the cache has a
+// constructor, right after the object so that constructed state survives being free. `inuse`
+// marks where metadata starts: the red zones and owner tracking of the debugging layer go there.
+//
+// Slab pages (the page allocator's head descriptor of each slab) carry:
+//   state    PG_head | PG_slab | order
+//   owner    the cache (a `cache *`)
+//   aux      objects of this slab that are not on its own freelist (the kernel's inuse)
+//   priv[0]  the slab's own freelist (first free object, linked through free pointers)
+//   priv[1]  the design's owner of the slab within the cache (SLQB: its kmem_cache_list)
+//   priv[2]  the colour offset: where the first object starts
+//   next/prev  links on the design's slab lists
+//
+// Registry: every live cache is on one list under the registry lock, in creation order; names
+// are unique among live caches. Lock order: slot registry -> cache registry -> design locks.
+#pragma once
+
+#include "base/compiler.hpp"
+#include "page/page.hpp"
+#include "platform/lock.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit {
+
+// The designs this build has. Values index per-design tables (kmalloc caches, names).
+enum class design : uint8_t { slqb = 0 };
+inline constexpr unsigned kNrDesigns = 1;
+const char *design_name(design d);
+// Parses a design name; false when unknown.
+bool parse_design(const char *name, design *out);
+
+// Cache flags: the public SLABKIT_* / kernel SLAB_* values.
+enum cache_flag : unsigned {
+    kRedZone = 0x00000400u,
+    kPoison = 0x00000800u,
+    kHwcacheAlign = 0x00002000u,
+    kStoreUser = 0x00010000u,
+    kPanic = 0x00040000u,
+    kKnownFlags = kRedZone | kPoison | kHwcacheAlign | kStoreUser | kPanic,
+};
+
+inline constexpr size_t kMinAlign = 8;
+inline constexpr size_t kNameMax = 32; // including the terminating NUL
+// The largest object a cache may hold: what one max-order slab holds once.
+inline constexpr size_t kMaxObjectSize = kPageSize << kMaxOrder;
+
+// What the caller asked for, checked by cache_args_invalid().
+struct cache_args {
+    const char *name;
+    size_t size;
+    size_t align;
+    unsigned flags;
+    void (*ctor)(void *);
+};
+// A readable reason why the arguments cannot make a cache, or nullptr when they can.
+const char *cache_args_invalid(const cache_args &args);
+
+struct cache {
+    // Hot: read by the design's fast paths and by every free.
+    uint32_t size = 0;    // bytes per object slot in a slab
+    uint32_t offset = 0;  // of the free pointer within a free object
+    uint32_t objects = 0; // per slab
+    uint8_t order = 0;    // pages per slab = 1 << order
+    design kind = design::slqb;
+    bool numa = false; // more than one node: frees compare the page's node
+    // Exact test "is `off` a multiple of size": size = odd << shift, inverse of odd mod 2^64.
+    uint8_t size_shift = 0;
+    uint64_t size_odd_inverse = 0;
+    uint64_t size_odd_limit = 0; // (2^64 - 1) / odd
+
+    void (*ctor)(void *) = nullptr;
+    uint32_t object_size = 0; // as created
+    uint32_t inuse = 0;       // where metadata starts
+    uint32_t align = 0;
+    unsigned flags = 0;
+    uint32_t colour_off = 0;   // colour step
+    uint32_t colour_range = 0; // slack of a slab: colour offsets stay below it
+    char name[kNameMax] = {};
+
+    // Registry links (under the registry lock).
+    cache *reg_next = nullptr;
+    cache *reg_prev = nullptr;
+    bool registered = false;
+    bool dead = false; // destroyed with live objects: kept, unusable
+
+    // Index of the object at byte offset `off` from its slab's first object, or -1 when `off` is
+    // not a slot boundary of this cache.
+    SLABKIT_ALWAYS_INLINE long object_index(uintptr_t off) const {
+        if (off & ((uintptr_t{1} << size_shift) - 1)) return -1;
+        uint64_t q = (off >> size_shift) * size_odd_inverse;
+        if (q > size_odd_limit) return -1;
+        return static_cast<long>(q);
+    }
+};
+
+// Order selection policies.
+struct order_policy {
+    unsigned min_order = 0;   // never below
+    unsigned max_order = 1;   // first pass: search up to here
+    unsigned waste_den = 4;   // first pass: accept waste <= slab_bytes / waste_den
+    unsigned min_objects = 1; // objects per slab at least
+};
+
+// Fills the layout fields of c (size, offset, inuse, align, order, objects, colour, the
+// division constants) from its object_size, align, flags and ctor.
+void compute_layout(cache *c, const order_policy &policy);
+
+// ---- slab pages ---------------------------------------------------------------------------
+
+inline constexpr uint32_t PG_slab_flag = PG_slab;
+
+SLABKIT_ALWAYS_INLINE void *slab_freelist(const page *pg) {
+    return reinterpret_cast<void *>(pg->priv[0]);
+}
+SLABKIT_ALWAYS_INLINE void set_slab_freelist(page *pg, void *obj) {
+    pg->priv[0] = reinterpret_cast<uintptr_t>(obj);
+}
+SLABKIT_ALWAYS_INLINE uintptr_t slab_base(const page *pg) {
+    return reinterpret_cast<uintptr_t>(page_to_virt(pg)) + pg->priv[2];
+}
+
+// The slab page of `obj` if it is a slab page of cache c, else nullptr (not in the arena, not a
+// slab, or another cache's slab).
+SLABKIT_ALWAYS_INLINE page *slab_page_of(const void *obj) {
+    page *pg = virt_to_head_page(obj);
+    if (SLABKIT_UNLIKELY(!pg)) return nullptr;
+    if (SLABKIT_UNLIKELY(!(pg->flags() & PG_slab))) return nullptr;
+    return pg;
+}
+
+// True when obj is the start of an object slot of its slab page pg (of cache c).
+SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const void *obj) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(obj);
+    uintptr_t base = slab_base(pg);
+    if (SLABKIT_UNLIKELY(p < base)) return false;
+    long idx = c->object_index(p - base);
+    return SLABKIT_LIKELY(idx >= 0 && static_cast<uint64_t>(idx) < c->objects);
+}
+
+// Free pointers: where a free object keeps the next free object.
+SLABKIT_ALWAYS_INLINE void *get_freepointer(const cache *c, void *obj) {
+    return *reinterpret_cast<void **>(static_cast<char *>(obj) + c->offset);
+}
+SLABKIT_ALWAYS_INLINE void set_freepointer(const cache *c, void *obj, void *next) {
+    *reinterpret_cast<void **>(static_cast<char *>(obj) + c->offset) = next;
+}
+
+// Marks a freshly allocated block as a slab of c and links its objects in address order into
+// its freelist, running the constructor on each. colour: offset of the first object.
+void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner);
+// Clears the slab marks before the block goes back to the page allocator.
+void clear_slab(page *pg);
+
+// ---- registry -----------------------------------------------------------------------------
+
+namespace registry {
+platform::mutex &lock();
+// Adds c (name must be unique among live caches): false, with *why set, if the name is taken.
+bool add(cache *c, const char **why);
+void remove(cache *c);
+// Under the registry lock: fn(c, arg) for every live cache in creation order.
+void for_each(void (*fn)(cache *c, void *arg), void *arg);
+size_t count();
+} // namespace registry
+
+} // namespace slabkit

@@ -1,0 +1,26 @@
+// report.hpp - how the slab layer reports misuse: one clear line on stderr naming the cache and
+// the address, then abort, or (SLABKIT_CONTINUE_ON_ERROR=1) count it and carry on without
+// touching the heap.
+#pragma once
+
+#include "base/compiler.hpp"
+
+#include <cstdint>
+
+namespace slabkit {
+
+struct cache;
+
+// Reports a bad free of `addr` through cache c (nullptr: kfree): "slabkit: <op>(<cache>, <addr>):
+// <what>". Aborts unless continue-on-error is set; returns when it is.
+SLABKIT_COLD void report_bad_free(const char *op, const cache *c, const void *addr,
+                                  const char *what);
+// Describes why addr is not an object that cache c (nullptr: any cache) could free, into buf.
+SLABKIT_COLD const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned size);
+// A printf-style line on stderr prefixed with "slabkit: ".
+SLABKIT_COLD void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+bool continue_on_error();
+uint64_t slab_errors();
+
+} // namespace slabkit

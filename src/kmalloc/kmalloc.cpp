@@ -1,0 +1,150 @@
+// kmalloc.cpp - size classes, the page and OS tiers, and the design dispatch of kmalloc.
+#include "kmalloc/kmalloc.hpp"
+
+#include "core/report.hpp"
+#include "kmalloc/large.hpp"
+#include "page/page_allocator.hpp"
+#include "slqb/slqb.hpp"
+
+#include <cstring>
+
+namespace slabkit::kmalloc {
+
+namespace {
+constexpr size_t kClassSizes[kNrClasses] = {8,   16,  32,   64,   96,   128, 192,
+                                            256, 512, 1024, 2048, 4096, 8192};
+const char *const kClassNames[kNrClasses] = {
+    "kmalloc-8",   "kmalloc-16",  "kmalloc-32",  "kmalloc-64",  "kmalloc-96",
+    "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
+    "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
+
+// Sizes 1..192 by (size - 1) / 8.
+constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
+                                     5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
+
+// SLQB's kmalloc caches: static descriptors and per-slot pointer arrays.
+slqb::slqb_cache g_slqb[kNrClasses];
+std::atomic<slqb::slqb_cpu *> g_slqb_cpu_slab[kNrClasses][kMaxSlots];
+std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+platform::mutex g_open_lock;
+
+size_t class_align(size_t size) {
+    if ((size & (size - 1)) == 0) return size < kPageSize ? size : kPageSize;
+    return 16;
+}
+
+SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
+    platform::lock_guard guard(g_open_lock);
+    if (g_open[static_cast<unsigned>(d)][i].load(std::memory_order_relaxed)) return &g_slqb[i];
+    const char *why = nullptr;
+    cache_args args{kClassNames[i], kClassSizes[i], class_align(kClassSizes[i]), 0, nullptr};
+    if (!slqb::open_static(&g_slqb[i], g_slqb_cpu_slab[i], args, &why)) {
+        report("cannot open %s: %s", kClassNames[i], why ? why : "?");
+        return nullptr;
+    }
+    g_open[static_cast<unsigned>(d)][i].store(true, std::memory_order_release);
+    return &g_slqb[i];
+}
+
+unsigned order_for(size_t size) {
+    unsigned order = 0;
+    while ((kPageSize << order) < size) ++order;
+    return order;
+}
+} // namespace
+
+unsigned class_of(size_t size) {
+    if (size <= 192) return kSmallIndex[(size - 1) / 8];
+    // 193..8192: powers of two from 256 (index 7).
+    unsigned bits = 64 - static_cast<unsigned>(__builtin_clzll(size - 1));
+    return bits - 8 + 7;
+}
+
+size_t class_size(unsigned i) {
+    return kClassSizes[i];
+}
+
+SLABKIT_ALWAYS_INLINE cache *cache_for_fast(design d, unsigned i) {
+    if (SLABKIT_LIKELY(g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
+        return &g_slqb[i];
+    return open_class(d, i);
+}
+
+cache *cache_for(design d, unsigned i) {
+    return cache_for_fast(d, i);
+}
+
+void *alloc(design d, size_t size, bool zero, int node) {
+    if (SLABKIT_UNLIKELY(size == 0)) return kZeroSizePtr;
+    if (SLABKIT_LIKELY(size <= kMaxCacheSize)) {
+        cache *c = cache_for_fast(d, class_of(size));
+        if (SLABKIT_UNLIKELY(!c)) return nullptr;
+        slqb::slqb_cache *s = static_cast<slqb::slqb_cache *>(c);
+        if (SLABKIT_LIKELY(node == kAnyNode)) return slqb::alloc(s, zero);
+        return slqb::alloc_slow(s, slots::current(), node, zero);
+    }
+    if (size <= (kPageSize << kMaxOrder)) {
+        return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
+    }
+    return large::alloc(size, zero);
+}
+
+void free(void *p) {
+    if (SLABKIT_UNLIKELY(p == nullptr || p == kZeroSizePtr)) return;
+    page *pg = virt_to_head_page(p);
+    if (SLABKIT_LIKELY(pg != nullptr)) {
+        uint32_t st = pg->flags();
+        if (SLABKIT_LIKELY(st & PG_slab)) {
+            cache *c = static_cast<cache *>(pg->owner);
+            if (SLABKIT_LIKELY(is_object_start(c, pg, p))) {
+                return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(c), pg, p);
+            }
+        } else if ((st & PG_head) && page_to_virt(pg) == p) {
+            return page_allocator::global().free(p);
+        }
+    } else if (!in_arena(p) && large::free(p)) {
+        return;
+    }
+    char what[256];
+    report_bad_free("kfree", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+}
+
+size_t usable_size(const void *p) {
+    if (p == nullptr || p == kZeroSizePtr) return 0;
+    page *pg = virt_to_head_page(p);
+    if (pg) {
+        uint32_t st = pg->flags();
+        if (st & PG_slab) {
+            const cache *c = static_cast<const cache *>(pg->owner);
+            if (!is_object_start(c, pg, p)) return 0;
+            return c->ctor ? c->offset : c->size;
+        }
+        if ((st & PG_head) && page_to_virt(pg) == p) return kPageSize << (st & PG_order_mask);
+        return 0;
+    }
+    return in_arena(p) ? 0 : large::size_of(p);
+}
+
+void *realloc(design d, void *p, size_t size, bool zero) {
+    if (p == nullptr || p == kZeroSizePtr) return alloc(d, size, zero, kAnyNode);
+    if (size == 0) {
+        free(p);
+        return kZeroSizePtr;
+    }
+    size_t have = usable_size(p);
+    if (have == 0) {
+        char what[256];
+        report_bad_free("krealloc", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+        return nullptr;
+    }
+    bool slab = size <= kMaxCacheSize && have <= kMaxCacheSize;
+    if (size <= have && (slab || size > have / 2)) return p;
+    void *q = alloc(d, size, false, kAnyNode);
+    if (!q) return nullptr;
+    memcpy(q, p, have < size ? have : size);
+    if (zero && size > have) memset(static_cast<char *>(q) + have, 0, size - have);
+    free(p);
+    return q;
+}
+
+} // namespace slabkit::kmalloc

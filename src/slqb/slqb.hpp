@@ -1,0 +1,228 @@
+// slqb.hpp - SLQB, the queued slab allocator (Nick Piggin, 2008-09), for slots instead of CPUs.
+//
+// Structures (one slqb_cache per cache):
+//   slqb_list   a source of objects: a LIFO queue of free objects linked through their free
+//               pointers (`freelist`), the slabs this list owns (`partial` with free objects,
+//               `full` without; under `page_lock`, since other slots return objects to them),
+//               and an inbox (`remote_free`, under its own lock) that other slots flush objects
+//               of this list's slabs into, with a flag saying the inbox passed `freebatch`.
+//   slqb_cpu    one per slot and cache, made on the slot's first use of the cache: its list (the
+//               slabs it owns are all on its node), the colour of its next slab, and one outbox
+//               (`rlist`) aimed at one foreign list at a time - one, not one per target, so
+//               memory stays linear in slots.
+//   slqb_node   one per NUMA node and cache: a list under `list_lock`, serving allocations for
+//               a node other than the caller's, and owning slabs that landed off-node.
+//
+// Paths:
+//   alloc  pop the slot's queue (no lock, no atomic); empty: claim the inbox if flagged, else
+//          one object from the first partial slab (page_lock), else a new slab.
+//   free   push on the *freeing* slot's queue whoever owns the slab (same node); past hiwater,
+//          flush `freebatch` objects from the hot end: own slabs' objects to their slabs, other
+//          lists' objects to the outbox. The outbox goes to its target's inbox when it holds
+//          `freebatch` objects or changes target; if that inbox already holds more than
+//          hiwater/2 its objects go straight to the target's slabs under its page_lock.
+//          An object from another node goes straight to the outbox.
+//   A slab is released the moment its last object returns to it (no empty-slab cache).
+//
+// Where objects can be (each in exactly one): a user, some slot's queue, some outbox, some inbox,
+// its slab's freelist. A slab's `aux` (inuse) counts the objects not on its freelist.
+//
+// Slots are threads: a departing thread leaves its queues to the next thread that takes the slot;
+// slots idle for decay_ms are drained, and shrink/destroy/trim flush the caller's and idle slots.
+//
+// Lock order: slot registry -> cache registry -> node list_lock -> a list's page_lock ->
+// a list's inbox lock. Never two page_locks or two inbox locks at once.
+#pragma once
+
+#include "core/cache.hpp"
+#include "core/counter.hpp"
+#include "platform/lock.hpp"
+#include "slot/slot.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit::slqb {
+
+// Statistics, as SLQB's CONFIG_SLQB_STATS named them. Counted by the slot (or node list) that
+// does the work.
+enum stat_item : unsigned {
+    ALLOC,
+    ALLOC_SLAB_FILL,
+    ALLOC_SLAB_NEW,
+    FREE,
+    FREE_REMOTE,
+    FLUSH_FREE_LIST,
+    FLUSH_FREE_LIST_OBJECTS,
+    FLUSH_FREE_LIST_REMOTE,
+    FLUSH_SLAB_PARTIAL,
+    FLUSH_SLAB_FREE,
+    FLUSH_RFREE_LIST,
+    FLUSH_RFREE_LIST_OBJECTS,
+    CLAIM_REMOTE_LIST,
+    CLAIM_REMOTE_LIST_OBJECTS,
+    NR_STATS
+};
+extern const char *const kStatNames[NR_STATS];
+
+// A singly linked list of free objects with a count and a tail. `nr` is atomic only so that
+// statistics can read it from other threads; its writers use plain load/store.
+struct kmlist {
+    void *head = nullptr;
+    void *tail = nullptr;
+    std::atomic<uint32_t> nr{0};
+
+    uint32_t count() const { return nr.load(std::memory_order_relaxed); }
+    void set_count(uint32_t n) { nr.store(n, std::memory_order_relaxed); }
+};
+
+struct slqb_cache;
+
+// A doubly linked list of slab pages through page::next/prev.
+struct slab_list {
+    page *first = nullptr;
+    uint64_t nr = 0;
+    void add(page *pg);
+    void remove(page *pg);
+};
+
+struct alignas(kCacheLine) slqb_list {
+    // Owner's hot line: the queue, and the flag it checks when the queue runs dry.
+    kmlist freelist;
+    std::atomic<bool> remote_free_check{false};
+    slqb_cache *cache = nullptr;
+    unsigned node = 0;
+    bool is_node_list = false;
+
+    // Slabs, under page_lock.
+    alignas(kCacheLine) platform::mutex page_lock;
+    slab_list partial; // slabs with objects on their own freelist
+    slab_list full;    // slabs without (kept so that destroy can find leaked objects)
+    std::atomic<uint64_t> nr_slabs{0};
+
+    // The inbox, under its lock; `nr` readable racily (the hiwater/2 test).
+    alignas(kCacheLine) platform::mutex inbox_lock;
+    kmlist inbox;
+
+    counter stats[NR_STATS];
+};
+
+struct alignas(kCacheLine) slqb_cpu {
+    slqb_list list;
+    unsigned colour_next = 0;
+    kmlist rlist;                      // the outbox
+    slqb_list *rlist_target = nullptr; // whose slabs the outbox holds objects of
+    uint64_t shrink_seen = 0;          // last cache shrink generation this slot honoured
+};
+
+struct alignas(kCacheLine) slqb_node {
+    platform::mutex list_lock;
+    slqb_list list;
+};
+
+struct slqb_cache : cache {
+    uint32_t hiwater = 0;
+    uint32_t freebatch = 0;
+    // kMaxSlots pointers, each made on its slot's first use (by the slot's owner; others read
+    // them for statistics and trims, hence atomic; the fast path's relaxed load is a plain one).
+    std::atomic<slqb_cpu *> *cpu_slab = nullptr;
+    slqb_node *node_slab[platform::kMaxNodes] = {};
+    unsigned nr_nodes = 1;
+    bool meta = false; // a bootstrap cache: its per-slot structures are static
+    // Bumped by shrink: slots flush their queues at their next slow path when they see it move.
+    std::atomic<uint64_t> shrink_gen{0};
+    // Work done by threads without a slot, counted with atomic adds.
+    counter shared_stats[NR_STATS];
+};
+
+// ---- the internal interface every design offers ---------------------------------------------
+
+// Creates a cache; nullptr with *why set when it cannot (bad arguments, duplicate name, no
+// memory).
+slqb_cache *create(const cache_args &args, const char **why);
+// Destroys a cache the caller no longer uses. Leaked objects are reported and the cache kept.
+void destroy(slqb_cache *s);
+// Flushes the caller's and idle slots' queues and the node lists; asks other slots to flush at
+// their next slow path. Returns the slabs the cache still holds.
+size_t shrink(slqb_cache *s);
+// Makes a static cache usable (kmalloc caches): its descriptor and its kMaxSlots-long per-slot
+// pointer array are the caller's static objects; nothing is allocated.
+bool open_static(slqb_cache *s, std::atomic<slqb_cpu *> *cpu_slab, const cache_args &args,
+                 const char **why);
+// Sets hiwater/freebatch (1 <= freebatch <= hiwater + 1); false when out of range.
+bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch);
+// Drains the slots that no thread has held for decay_ms, in every SLQB cache (rate-limited).
+void trim_idle_slots();
+// Flushes the caller's and idle slots in every SLQB cache.
+void trim_all();
+
+struct stats_totals {
+    uint64_t slabs = 0;
+    uint64_t active_objects = 0; // not on a slab freelist
+    uint64_t queued = 0;         // on queues, outboxes and inboxes
+    uint64_t counters[NR_STATS] = {};
+};
+void gather_stats(slqb_cache *s, stats_totals *out);
+
+// Slow paths (out of line).
+void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero);
+void free_slow(slqb_cache *s, page *pg, void *obj);
+void flush_free_list(slqb_cache *s, slqb_cpu *c);
+SLABKIT_COLD void bad_free(slqb_cache *s, const void *obj);
+
+// ---- fast paths ----------------------------------------------------------------------------
+
+// Allocates one object (zeroed when `zero`); nullptr when memory is short.
+SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
+    unsigned slot = slots::current();
+    if (SLABKIT_LIKELY(slot != kNoSlot)) {
+        slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
+        if (SLABKIT_LIKELY(c != nullptr)) {
+            slqb_list &l = c->list;
+            void *obj = l.freelist.head;
+            if (SLABKIT_LIKELY(obj != nullptr)) {
+                // The pop touches only this slot's list and the object itself.
+                l.freelist.head = get_freepointer(s, obj);
+                l.freelist.set_count(l.freelist.count() - 1);
+                l.stats[ALLOC].add();
+                if (zero) __builtin_memset(obj, 0, s->object_size);
+                return obj;
+            }
+        }
+    }
+    return alloc_slow(s, slot, kAnyNode, zero);
+}
+
+// Frees obj, whose slab page pg the caller found to be one of s's (is_object_start checked).
+SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
+    unsigned slot = slots::current();
+    if (SLABKIT_LIKELY(slot != kNoSlot)) {
+        slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
+        // Same node (always, with one node): the object joins this slot's queue, whoever owns
+        // its slab, so a producer/consumer pair never touches the producer's structures.
+        if (SLABKIT_LIKELY(c != nullptr) &&
+            SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node)) {
+            slqb_list &l = c->list;
+            set_freepointer(s, obj, l.freelist.head);
+            if (!l.freelist.head) l.freelist.tail = obj;
+            l.freelist.head = obj;
+            uint32_t nr = l.freelist.count() + 1;
+            l.freelist.set_count(nr);
+            l.stats[FREE].add();
+            if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_free_list(s, c);
+            return;
+        }
+    }
+    free_slow(s, pg, obj);
+}
+
+SLABKIT_ALWAYS_INLINE void free(slqb_cache *s, void *obj) {
+    page *pg = slab_page_of(obj);
+    if (SLABKIT_UNLIKELY(!pg || pg->owner != static_cast<cache *>(s) ||
+                         !is_object_start(s, pg, obj)))
+        return bad_free(s, obj);
+    free_to_slot(s, pg, obj);
+}
+
+} // namespace slabkit::slqb

@@ -1,0 +1,143 @@
+// slqb_alloc.cpp - SLQB's allocation slow paths: claiming the inbox, partial slabs, new slabs,
+// the per-node lists, and making a slot's per-cache structure.
+#include "page/page_allocator.hpp"
+#include "slqb/slqb_internal.hpp"
+
+#include <cstring>
+#include <new>
+
+namespace slabkit::slqb {
+
+void init_list(slqb_list *l, slqb_cache *s, unsigned node, bool node_list) {
+    l->cache = s;
+    l->node = node;
+    l->is_node_list = node_list;
+}
+
+slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
+    slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(c)) return c;
+    void *mem = alloc(&cpu_cache());
+    if (!mem) return nullptr;
+    c = new (mem) slqb_cpu();
+    init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
+    c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
+    s->cpu_slab[slot].store(c, std::memory_order_release);
+    return c;
+}
+
+// Pops one object from a queue, or nullptr.
+static void *queue_pop(slqb_cache *s, kmlist &q) {
+    void *obj = q.head;
+    if (obj) {
+        q.head = get_freepointer(s, obj);
+        q.set_count(q.count() - 1);
+    }
+    return obj;
+}
+
+// A new slab for list l (on l's node if it can be had, else wherever the page allocator finds
+// one: then the slab joins that node's list), and one object from it.
+static void *alloc_from_new_slab(slqb_cache *s, slqb_list *l, slqb_cpu *c, bool this_node) {
+    page_allocator &pa = page_allocator::global();
+    void *mem = pa.alloc(s->order, static_cast<int>(l->node), this_node ? kThisNode : 0u);
+    if (!mem) return nullptr;
+    page *pg = virt_to_page(mem);
+    unsigned nid = page_to_nid(pg);
+    if (nid != l->node && s->node_slab[nid]) l = &s->node_slab[nid]->list;
+
+    unsigned colour = 0;
+    if (c && l == &c->list && s->colour_range) {
+        // Colouring uses only the slab's slack: successive slabs start their objects at
+        // different cache-line offsets.
+        if (c->colour_next > s->colour_range) c->colour_next = 0;
+        colour = c->colour_next;
+        c->colour_next += s->colour_off;
+    }
+    init_slab(s, pg, colour, reinterpret_cast<uintptr_t>(l));
+    void *obj;
+    {
+        platform::lock_guard guard(l->page_lock);
+        l->nr_slabs.store(l->nr_slabs.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+        l->partial.add(pg);
+        obj = take_from_partial(s, l);
+    }
+    return obj;
+}
+
+// Allocation from node `node`'s list, under its list_lock: the path for an explicit other node,
+// and for threads without a slot.
+static void *node_alloc(slqb_cache *s, unsigned node, slqb_list *actor) {
+    slqb_node *n = s->node_slab[node];
+    slqb_list *l = &n->list;
+    void *obj = nullptr;
+    {
+        platform::lock_guard guard(n->list_lock);
+        obj = queue_pop(s, l->freelist);
+        if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
+            claim_remote_list(s, l);
+            obj = queue_pop(s, l->freelist);
+        }
+        if (!obj) {
+            platform::lock_guard pages(l->page_lock);
+            obj = take_from_partial(s, l);
+            if (obj) count(actor, ALLOC_SLAB_FILL);
+        }
+    }
+    if (!obj) {
+        obj = alloc_from_new_slab(s, l, nullptr, false);
+        if (obj) count(actor, ALLOC_SLAB_NEW);
+    }
+    if (obj) count(actor, ALLOC);
+    return obj;
+}
+
+static unsigned caller_node(slqb_cache *s) {
+    if (!s->numa) return 0;
+    const platform::topology &topo = platform::numa();
+    unsigned cpu = platform::current_cpu();
+    return cpu < topo.cpus ? topo.cpu_node[cpu] % s->nr_nodes : 0;
+}
+
+void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
+    if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
+        return nullptr; // no such node
+    slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
+    void *obj = nullptr;
+    if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->list.node)) {
+        unsigned target = node == kAnyNode ? caller_node(s) : static_cast<unsigned>(node);
+        obj = node_alloc(s, target, c ? &c->list : &s->node_slab[target]->list);
+    } else {
+        slqb_list *l = &c->list;
+        uint64_t gen = s->shrink_gen.load(std::memory_order_relaxed);
+        if (SLABKIT_UNLIKELY(gen != c->shrink_seen)) {
+            // A shrink asked every slot to give back what it parks.
+            c->shrink_seen = gen;
+            flush_cpu(s, c);
+        }
+        obj = queue_pop(s, l->freelist);
+        if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
+            claim_remote_list(s, l);
+            if (l->freelist.count() > s->hiwater) flush_free_list(s, c);
+            obj = queue_pop(s, l->freelist);
+        }
+        if (!obj) {
+            {
+                platform::lock_guard guard(l->page_lock);
+                obj = take_from_partial(s, l);
+            }
+            if (obj) count(l, ALLOC_SLAB_FILL);
+        }
+        if (!obj) {
+            trim_idle_slots();
+            obj = alloc_from_new_slab(s, l, c, false);
+            if (obj) count(l, ALLOC_SLAB_NEW);
+        }
+        if (obj) count(l, ALLOC);
+    }
+    if (obj && zero) memset(obj, 0, s->object_size);
+    return obj;
+}
+
+} // namespace slabkit::slqb

@@ -1,0 +1,247 @@
+// slqb_free.cpp - SLQB's free slow paths: queue flushes, the outbox, inboxes, returning objects
+// to their slabs and releasing emptied slabs.
+#include "core/report.hpp"
+#include "page/page_allocator.hpp"
+#include "slqb/slqb_internal.hpp"
+
+namespace slabkit::slqb {
+
+void slab_list::add(page *pg) {
+    pg->prev = nullptr;
+    pg->next = first;
+    if (first) first->prev = pg;
+    first = pg;
+    ++nr;
+}
+
+void slab_list::remove(page *pg) {
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else
+        first = pg->next;
+    if (pg->next) pg->next->prev = pg->prev;
+    pg->next = pg->prev = nullptr;
+    --nr;
+}
+
+void release_slabs(release_chain &chain) {
+    page_allocator &pa = page_allocator::global();
+    while (page *pg = chain.first) {
+        chain.first = pg->next;
+        unsigned order = pg->order();
+        clear_slab(pg);
+        pa.free(page_to_virt(pg), order);
+    }
+}
+
+void free_object_to_page(slqb_cache *s, slqb_list *l, page *pg, void *obj, release_chain &chain,
+                         slqb_list *actor) {
+    set_freepointer(s, obj, slab_freelist(pg));
+    set_slab_freelist(pg, obj);
+    uint32_t inuse = --pg->aux;
+    if (inuse == 0) {
+        // The last object came back: the slab goes at once (SLQB keeps no empty slabs).
+        if (s->objects > 1)
+            l->partial.remove(pg);
+        else
+            l->full.remove(pg);
+        l->nr_slabs.store(l->nr_slabs.load(std::memory_order_relaxed) - 1,
+                          std::memory_order_relaxed);
+        chain.add(pg);
+        count(actor, FLUSH_SLAB_FREE);
+    } else if (inuse + 1 == s->objects) {
+        l->full.remove(pg);
+        l->partial.add(pg);
+        count(actor, FLUSH_SLAB_PARTIAL);
+    }
+}
+
+void *take_from_partial(slqb_cache *s, slqb_list *l) {
+    page *pg = l->partial.first;
+    if (!pg) return nullptr;
+    void *obj = slab_freelist(pg);
+    set_slab_freelist(pg, get_freepointer(s, obj));
+    if (++pg->aux == s->objects) {
+        l->partial.remove(pg);
+        l->full.add(pg);
+    }
+    return obj;
+}
+
+void queue_append(slqb_cache *s, kmlist &q, void *head, void *tail, uint32_t n) {
+    if (!n) return;
+    if (q.head)
+        set_freepointer(s, q.tail, head);
+    else
+        q.head = head;
+    q.tail = tail;
+    q.set_count(q.count() + n);
+}
+
+uint32_t claim_remote_list(slqb_cache *s, slqb_list *l) {
+    void *head, *tail;
+    uint32_t n;
+    {
+        platform::lock_guard guard(l->inbox_lock);
+        l->remote_free_check.store(false, std::memory_order_relaxed);
+        head = l->inbox.head;
+        tail = l->inbox.tail;
+        n = l->inbox.count();
+        l->inbox.head = l->inbox.tail = nullptr;
+        l->inbox.set_count(0);
+    }
+    if (n) {
+        set_freepointer(s, tail, nullptr);
+        queue_append(s, l->freelist, head, tail, n);
+        count(l, CLAIM_REMOTE_LIST);
+        count(l, CLAIM_REMOTE_LIST_OBJECTS, n);
+    }
+    return n;
+}
+
+void drain_inbox_to_pages(slqb_cache *s, slqb_list *l) {
+    void *obj;
+    uint32_t n;
+    {
+        platform::lock_guard guard(l->inbox_lock);
+        l->remote_free_check.store(false, std::memory_order_relaxed);
+        obj = l->inbox.head;
+        n = l->inbox.count();
+        l->inbox.head = l->inbox.tail = nullptr;
+        l->inbox.set_count(0);
+    }
+    if (!n) return;
+    release_chain chain;
+    {
+        platform::lock_guard guard(l->page_lock);
+        for (uint32_t i = 0; i < n; ++i) {
+            void *next = get_freepointer(s, obj);
+            free_object_to_page(s, l, virt_to_head_page(obj), obj, chain, l);
+            obj = next;
+        }
+    }
+    release_slabs(chain);
+}
+
+void flush_remote(slqb_cache *s, slqb_cpu *c) {
+    uint32_t n = c->rlist.count();
+    if (!n) return;
+    slqb_list *dst = c->rlist_target;
+    slqb_list *me = &c->list;
+    count(me, FLUSH_RFREE_LIST);
+    count(me, FLUSH_RFREE_LIST_OBJECTS, n);
+    set_freepointer(s, c->rlist.tail, nullptr);
+    if (dst->inbox.count() > s->hiwater / 2) {
+        // The owner is not draining its inbox: give the objects straight back to its slabs.
+        release_chain chain;
+        {
+            platform::lock_guard guard(dst->page_lock);
+            void *obj = c->rlist.head;
+            while (obj) {
+                void *next = get_freepointer(s, obj);
+                free_object_to_page(s, dst, virt_to_head_page(obj), obj, chain, me);
+                obj = next;
+            }
+        }
+        release_slabs(chain);
+    } else {
+        platform::lock_guard guard(dst->inbox_lock);
+        uint32_t before = dst->inbox.count();
+        queue_append(s, dst->inbox, c->rlist.head, c->rlist.tail, n);
+        // Flag the owner only when the inbox crosses a batch: it claims when its queue runs dry.
+        if (before < s->freebatch && before + n >= s->freebatch)
+            dst->remote_free_check.store(true, std::memory_order_relaxed);
+    }
+    c->rlist.head = c->rlist.tail = nullptr;
+    c->rlist.set_count(0);
+}
+
+void free_to_remote(slqb_cache *s, slqb_cpu *c, page *pg, void *obj) {
+    slqb_list *dst = list_of(pg);
+    if (c->rlist_target != dst) {
+        flush_remote(s, c);
+        c->rlist_target = dst;
+    }
+    set_freepointer(s, obj, nullptr);
+    queue_append(s, c->rlist, obj, obj, 1);
+    if (c->rlist.count() >= s->freebatch) flush_remote(s, c);
+}
+
+// Flushes up to `limit` objects from the hot end of l's queue.
+static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit) {
+    uint32_t n = l->freelist.count();
+    if (n > limit) n = limit;
+    if (!n) return;
+    count(l, FLUSH_FREE_LIST);
+    count(l, FLUSH_FREE_LIST_OBJECTS, n);
+    release_chain chain;
+    bool locked = false;
+    for (uint32_t i = 0; i < n; ++i) {
+        void *obj = l->freelist.head;
+        l->freelist.head = get_freepointer(s, obj);
+        page *pg = virt_to_head_page(obj);
+        slqb_list *owner = list_of(pg);
+        if (owner == l) {
+            if (!locked) {
+                l->page_lock.lock();
+                locked = true;
+            }
+            free_object_to_page(s, l, pg, obj, chain, l);
+        } else {
+            if (locked) {
+                l->page_lock.unlock();
+                locked = false;
+            }
+            count(l, FLUSH_FREE_LIST_REMOTE);
+            free_to_remote(s, c, pg, obj);
+        }
+    }
+    if (locked) l->page_lock.unlock();
+    l->freelist.set_count(l->freelist.count() - n);
+    if (!l->freelist.head) l->freelist.tail = nullptr;
+    release_slabs(chain);
+}
+
+void flush_free_list(slqb_cache *s, slqb_cpu *c) {
+    flush_some(s, &c->list, c, s->freebatch);
+}
+
+void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
+    while (l->freelist.count()) flush_some(s, l, c, UINT32_MAX);
+}
+
+void flush_cpu(slqb_cache *s, slqb_cpu *c) {
+    claim_remote_list(s, &c->list);
+    flush_free_list_all(s, &c->list, c);
+    flush_remote(s, c);
+}
+
+void free_slow(slqb_cache *s, page *pg, void *obj) {
+    unsigned slot = slots::current();
+    slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
+    if (!c) {
+        // No slot (a thread being torn down, or more threads than slots) or no memory for one:
+        // the object goes straight back to its slab.
+        slqb_list *owner = list_of(pg);
+        release_chain chain;
+        {
+            platform::lock_guard guard(owner->page_lock);
+            free_object_to_page(s, owner, pg, obj, chain, owner);
+        }
+        s->shared_stats[FREE].add_shared();
+        release_slabs(chain);
+        return;
+    }
+    if (!s->numa || page_to_nid(pg) == c->list.node) return free_to_slot(s, pg, obj);
+    // Another node's object goes home through the outbox without visiting this slot's queue.
+    count(&c->list, FREE);
+    count(&c->list, FREE_REMOTE);
+    free_to_remote(s, c, pg, obj);
+}
+
+void bad_free(slqb_cache *s, const void *obj) {
+    char what[256];
+    report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
+}
+
+} // namespace slabkit::slqb

@@ -1,0 +1,65 @@
+// slqb_internal.hpp - pieces shared by SLQB's slow paths (alloc, free, cache management).
+#pragma once
+
+#include "slqb/slqb.hpp"
+
+namespace slabkit::slqb {
+
+// The list that owns slab pg (priv[1] of a slab page).
+inline slqb_list *list_of(const page *pg) {
+    return reinterpret_cast<slqb_list *>(pg->priv[1]);
+}
+
+// Slabs emptied under a page_lock, released once the lock is dropped.
+struct release_chain {
+    page *first = nullptr;
+    void add(page *pg) {
+        pg->next = first;
+        first = pg;
+    }
+};
+// Gives the chain's slabs back to the page allocator.
+void release_slabs(release_chain &chain);
+
+// Under l->page_lock: puts obj back on its slab's freelist; an emptied slab goes on `chain`,
+// a full slab gaining a free object rejoins the partial list. `actor` counts the events.
+void free_object_to_page(slqb_cache *s, slqb_list *l, page *pg, void *obj, release_chain &chain,
+                         slqb_list *actor);
+// Under l->page_lock: one object from the first partial slab, or nullptr.
+void *take_from_partial(slqb_cache *s, slqb_list *l);
+
+// Appends the list [head..tail] of n objects to l's queue.
+void queue_append(slqb_cache *s, kmlist &q, void *head, void *tail, uint32_t n);
+// Moves l's whole inbox onto its queue (the owner, or a holder of the node list_lock).
+uint32_t claim_remote_list(slqb_cache *s, slqb_list *l);
+// Returns l's whole inbox straight to l's slabs (anyone: takes the inbox lock, then page_lock).
+void drain_inbox_to_pages(slqb_cache *s, slqb_list *l);
+// Sends obj (of slab pg, owned by another list) to c's outbox.
+void free_to_remote(slqb_cache *s, slqb_cpu *c, page *pg, void *obj);
+// Empties c's outbox into its target's inbox (or slabs).
+void flush_remote(slqb_cache *s, slqb_cpu *c);
+// Flushes every object of l's queue (objects of other lists' slabs go through c's outbox; c may
+// be null for a node list, whose queue only holds its own slabs' objects).
+void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c);
+// Everything a slot holds for cache s: its inbox, its queue, its outbox.
+void flush_cpu(slqb_cache *s, slqb_cpu *c);
+
+// Counting: a slot's counters have one writer; node lists' several.
+inline void count(slqb_list *l, stat_item item, uint64_t n = 1) {
+    if (l->is_node_list)
+        l->stats[item].add_shared(n);
+    else
+        l->stats[item].add(n);
+}
+
+// The bootstrap caches (static).
+slqb_cache &cpu_cache();
+slqb_cache &node_cache();
+slqb_cache &cache_cache();
+void bootstrap();
+
+// The slot's per-cache structure, made on first use; nullptr when memory is short.
+slqb_cpu *get_cpu(slqb_cache *s, unsigned slot);
+void init_list(slqb_list *l, slqb_cache *s, unsigned node, bool node_list);
+
+} // namespace slabkit::slqb
