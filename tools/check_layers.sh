@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the layering rule of src/README.md: a layer includes only itself and the layers below,
-# and only the platform layer includes OS headers.
+# and only the platform layer includes OS headers. "slabkit/..." is the public include/ folder,
+# which the API and override layers implement.
 set -uo pipefail
 cd "$(dirname "$0")/../src"
 # layer: allowed include prefixes (besides itself)
@@ -15,8 +16,8 @@ declare -A allowed=(
   [slab]="base platform slot page core"
   [slob]="base platform slot page core"
   [kmalloc]="base platform slot page core slqb slub slab slob"
-  [api]="base platform slot page core slqb slub slab slob kmalloc"
-  [override]="base platform slot page core slqb slub slab slob kmalloc api"
+  [api]="base platform slot page core slqb slub slab slob kmalloc slabkit"
+  [override]="base platform slot page core slqb slub slab slob kmalloc api slabkit"
 )
 os_headers='sys/|unistd\.h|pthread\.h|sched\.h|fcntl\.h|linux/|dlfcn\.h|signal\.h'
 bad=0
