@@ -12,7 +12,7 @@ namespace slabkit::slots {
 
 namespace detail {
 // kMaxSlots + 1: never assigned yet. kNoSlot: none to be had (exhausted, or exiting).
-thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
+constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
 } // namespace detail
 
 namespace {

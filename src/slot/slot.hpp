@@ -24,7 +24,8 @@ inline constexpr unsigned kNoSlot = ~0u;
 namespace slots {
 
 namespace detail {
-extern thread_local unsigned tls_slot SLABKIT_TLS;
+// constinit: no dynamic initialisation, so no TLS wrapper call on every access.
+extern constinit thread_local unsigned tls_slot SLABKIT_TLS;
 unsigned acquire();
 } // namespace detail
 

@@ -37,6 +37,7 @@
 #include "core/cache.hpp"
 #include "core/counter.hpp"
 #include "platform/lock.hpp"
+#include "platform/platform.hpp"
 #include "slot/slot.hpp"
 
 #include <atomic>
@@ -225,4 +226,13 @@ SLABKIT_ALWAYS_INLINE void free(slqb_cache *s, void *obj) {
     free_to_slot(s, pg, obj);
 }
 
+} // namespace slabkit::slqb
+
+namespace slabkit::slqb {
+// Checks the cache's invariants; the cache must be quiescent (no thread using it). Every slab:
+// on its list's partial list iff it has free objects, inuse == objects - |slab freelist|, marked
+// as a slab of this cache; nr_slabs matches the lists; every queued object (queues, outboxes,
+// inboxes) is an object start of this cache. Returns the number of problems, the first few
+// described in report.
+unsigned validate(slqb_cache *s, char *report, size_t size);
 } // namespace slabkit::slqb
