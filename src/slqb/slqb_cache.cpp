@@ -299,7 +299,10 @@ static size_t shrink_lists(slqb_cache *s) {
 
 size_t shrink(slqb_cache *s) {
     if (!s || s->dead) return 0;
-    slots::for_each_idle(flush_idle_slot_of, s);
+    {
+        deferred_release defer;
+        slots::for_each_idle(flush_idle_slot_of, s);
+    }
     return shrink_lists(s);
 }
 
@@ -329,6 +332,7 @@ void trim_idle_slots() {
     if (!g_next_trim_ms.compare_exchange_strong(next, now + (decay ? decay / 2 : 500),
                                                 std::memory_order_relaxed))
         return;
+    deferred_release defer;
     slots::for_each_idle_since(now > decay ? now - decay : 0, flush_idle_slot_all_caches, nullptr);
 }
 
@@ -336,6 +340,7 @@ void trim_all() {
     // The idle slots of every cache first (slot registry, then cache registry: the lock order),
     // then each cache's own lists under the cache registry lock, so no cache is destroyed
     // meanwhile.
+    deferred_release defer;
     slots::for_each_idle(flush_idle_slot_all_caches, nullptr);
     unsigned me = slots::current_if_any();
     if (me != kNoSlot) flush_idle_slot_all_caches(me, nullptr);

@@ -24,7 +24,37 @@ void slab_list::remove(page *pg) {
     --nr;
 }
 
+namespace {
+// While a thread holds the slot registry lock (draining idle slots) or the cache registry lock
+// (trimming every cache), freeing pages could re-enter the slot registry (the page allocator's
+// idle drain, a slot for a slot-less thread): its emptied slabs wait here until the lock is
+// dropped.
+constinit thread_local bool tls_defer SLABKIT_TLS = false;
+constinit thread_local page *tls_deferred SLABKIT_TLS = nullptr;
+} // namespace
+
+deferred_release::deferred_release() : outer_(tls_defer) {
+    tls_defer = true;
+}
+
+deferred_release::~deferred_release() {
+    if (outer_) return;
+    tls_defer = false;
+    release_chain chain;
+    chain.first = tls_deferred;
+    tls_deferred = nullptr;
+    release_slabs(chain);
+}
+
 void release_slabs(release_chain &chain) {
+    if (SLABKIT_UNLIKELY(tls_defer)) {
+        while (page *pg = chain.first) {
+            chain.first = pg->next;
+            pg->next = tls_deferred;
+            tls_deferred = pg;
+        }
+        return;
+    }
     page_allocator &pa = page_allocator::global();
     while (page *pg = chain.first) {
         chain.first = pg->next;

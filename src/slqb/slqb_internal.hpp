@@ -18,8 +18,21 @@ struct release_chain {
         first = pg;
     }
 };
-// Gives the chain's slabs back to the page allocator.
+// Gives the chain's slabs back to the page allocator (or, inside a deferred_release scope, when
+// the outermost scope ends).
 void release_slabs(release_chain &chain);
+// A scope in which emptied slabs are kept back: open it before taking the slot registry or the
+// cache registry lock for a trim, so that no page is freed while they are held.
+class deferred_release {
+  public:
+    deferred_release();
+    ~deferred_release();
+    deferred_release(const deferred_release &) = delete;
+    deferred_release &operator=(const deferred_release &) = delete;
+
+  private:
+    bool outer_;
+};
 
 // Under l->page_lock: puts obj back on its slab's freelist; an emptied slab goes on `chain`,
 // a full slab gaining a free object rejoins the partial list. `actor` counts the events.
