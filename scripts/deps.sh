@@ -2,7 +2,9 @@
 # Installs what slabkit needs on Debian 12 (apt packages by name), skipping what is there.
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
-          googletest libgtest-dev libgmock-dev libbenchmark-dev python3)
+          googletest libgtest-dev libgmock-dev libbenchmark-dev python3
+          # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py
+          libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
