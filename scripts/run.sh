@@ -3,7 +3,7 @@
 #   1. slabkit's SLQB object allocator (kmem_cache API and kmalloc) side by side with glibc
 #      malloc, jemalloc, tcmalloc and mimalloc (bench/slab_ratios.py; docs/benchmarks.md);
 #   2. the page allocator against mmap/munmap and glibc malloc (bench/page_ratios.py).
-# Quick by default (about a minute on 2 CPUs); --full: longer runs, 3 rounds, medians (a few
+# Quick by default (about a minute on 2 CPUs); --full: longer runs, 3 rounds, medians (4 to 6
 # minutes). --no-pages skips part 2. Usage: scripts/run.sh [--full] [--no-pages]
 set -euo pipefail
 cd "$(dirname "$0")/.."
