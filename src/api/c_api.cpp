@@ -211,10 +211,12 @@ size_t slabkit_ksize(const void *p) {
 }
 
 size_t slabkit_cache_count(void) {
+    slqb::bootstrap();
     return registry::count();
 }
 
 size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
+    slqb::bootstrap();
     stats_walk walk{out, max, 0};
     registry::for_each(
         [](cache *c, void *arg) {
@@ -227,10 +229,13 @@ size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
 }
 
 void slabkit_get_cache_stats(const slabkit_cache *c, struct slabkit_cache_stats *out) {
+    // Under the registry lock: trims free idle slots' structures under it.
+    platform::lock_guard guard(registry::lock());
     fill_stats(to_cache(c), out);
 }
 
 size_t slabkit_slabinfo(char *buf, size_t size) {
+    slqb::bootstrap();
     text_out out{buf, size};
     if (size) buf[0] = '\0';
     slabinfo_header(out);

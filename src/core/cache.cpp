@@ -109,7 +109,7 @@ void compute_layout(cache *c, const order_policy &policy) {
     for (int i = 0; i < 6; ++i) inv *= 2 - odd * inv;
     c->size_shift = static_cast<uint8_t>(shift);
     c->size_odd_inverse = inv;
-    c->size_odd_limit = UINT64_MAX / odd;
+    c->size_limit = UINT64_MAX / size;
 }
 
 void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner) {

@@ -81,7 +81,7 @@ struct cache {
     // Exact test "is `off` a multiple of size": size = odd << shift, inverse of odd mod 2^64.
     uint8_t size_shift = 0;
     uint64_t size_odd_inverse = 0;
-    uint64_t size_odd_limit = 0; // (2^64 - 1) / odd
+    uint64_t size_limit = 0; // (2^64 - 1) / size
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created
@@ -99,11 +99,13 @@ struct cache {
     bool dead = false; // destroyed with live objects: kept, unusable
 
     // Index of the object at byte offset `off` from its slab's first object, or -1 when `off` is
-    // not a slot boundary of this cache.
+    // not a slot boundary of this cache. With size = odd << shift: off is a multiple of size iff
+    // rotating off * odd^-1 (mod 2^64) right by shift gives at most (2^64 - 1) / size, and that
+    // value is then off / size - one multiply and one rotate, no division.
     SLABKIT_ALWAYS_INLINE long object_index(uintptr_t off) const {
-        if (off & ((uintptr_t{1} << size_shift) - 1)) return -1;
-        uint64_t q = (off >> size_shift) * size_odd_inverse;
-        if (q > size_odd_limit) return -1;
+        uint64_t q = off * size_odd_inverse;
+        q = (q >> size_shift) | (q << ((64 - size_shift) & 63));
+        if (q > size_limit) return -1;
         return static_cast<long>(q);
     }
 };
@@ -140,6 +142,26 @@ SLABKIT_ALWAYS_INLINE page *slab_page_of(const void *obj) {
     page *pg = virt_to_head_page(obj);
     if (SLABKIT_UNLIKELY(!pg)) return nullptr;
     if (SLABKIT_UNLIKELY(!(pg->flags() & PG_slab))) return nullptr;
+    return pg;
+}
+
+// The fast check of a free: obj lies in the first page of a slab of cache c (owner == c; c ==
+// nullptr accepts any cache) and is an object start. nullptr for anything else, including
+// objects in the later pages of an order > 0 slab: the caller then takes its full check.
+SLABKIT_ALWAYS_INLINE page *slab_page_fast(const cache *c, const void *obj) {
+    page *pg = virt_to_page(obj);
+    if (SLABKIT_UNLIKELY(!pg)) return nullptr;
+    if (SLABKIT_UNLIKELY((pg->flags() & (PG_slab | PG_tail)) != PG_slab)) return nullptr;
+    const cache *owner = static_cast<const cache *>(pg->owner);
+    if (c) {
+        if (SLABKIT_UNLIKELY(owner != c)) return nullptr;
+        owner = c; // the same, but known without waiting for the load
+    }
+    // obj is in the slab's first page, so its offset in that page, less the colour, is its
+    // offset from the first object (wrapping to a huge value, rejected, if it is before it).
+    uintptr_t off = (reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1)) - pg->priv[2];
+    long idx = owner->object_index(off);
+    if (SLABKIT_UNLIKELY(static_cast<unsigned long>(idx) >= owner->objects)) return nullptr;
     return pg;
 }
 

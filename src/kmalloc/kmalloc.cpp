@@ -89,8 +89,10 @@ void *alloc(design d, size_t size, bool zero, int node) {
     return large::alloc(size, zero);
 }
 
-void free(void *p) {
-    if (SLABKIT_UNLIKELY(p == nullptr || p == kZeroSizePtr)) return;
+// Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
+// pages of order > 0 slabs, page blocks, OS blocks, and bad frees.
+SLABKIT_NOINLINE static void free_slow(void *p) {
+    if (p == nullptr || p == kZeroSizePtr) return;
     page *pg = virt_to_head_page(p);
     if (SLABKIT_LIKELY(pg != nullptr)) {
         uint32_t st = pg->flags();
@@ -107,6 +109,12 @@ void free(void *p) {
     }
     char what[256];
     report_bad_free("kfree", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+}
+
+void free(void *p) {
+    page *pg = slab_page_fast(nullptr, p);
+    if (SLABKIT_UNLIKELY(!pg)) return free_slow(p);
+    return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(pg->owner), pg, p);
 }
 
 size_t usable_size(const void *p) {

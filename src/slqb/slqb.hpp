@@ -89,9 +89,11 @@ struct slab_list {
 };
 
 struct alignas(kCacheLine) slqb_list {
-    // Owner's hot line: the queue, and the flag it checks when the queue runs dry.
+    // Owner's hot line: the queue, the flag it checks when the queue runs dry, and the first
+    // counters (ALLOC and FREE land in this line too).
     kmlist freelist;
     std::atomic<bool> remote_free_check{false};
+    counter stats[NR_STATS];
     slqb_cache *cache = nullptr;
     unsigned node = 0;
     bool is_node_list = false;
@@ -105,8 +107,6 @@ struct alignas(kCacheLine) slqb_list {
     // The inbox, under its lock; `nr` readable racily (the hiwater/2 test).
     alignas(kCacheLine) platform::mutex inbox_lock;
     kmlist inbox;
-
-    counter stats[NR_STATS];
 };
 
 struct alignas(kCacheLine) slqb_cpu {
@@ -139,6 +139,8 @@ struct slqb_cache : cache {
 
 // ---- the internal interface every design offers ---------------------------------------------
 
+// Sets up the three bootstrap caches (once; every entry point that needs them calls it).
+void bootstrap();
 // Creates a cache; nullptr with *why set when it cannot (bad arguments, duplicate name, no
 // memory).
 slqb_cache *create(const cache_args &args, const char **why);
@@ -166,38 +168,44 @@ struct stats_totals {
 };
 void gather_stats(slqb_cache *s, stats_totals *out);
 
-// Slow paths (out of line).
+// Slow paths (out of line). alloc_slow: slot kNoSlot means "the caller's, taking one if the
+// thread has none yet".
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero);
 void free_slow(slqb_cache *s, page *pg, void *obj);
 void flush_free_list(slqb_cache *s, slqb_cpu *c);
 SLABKIT_COLD void bad_free(slqb_cache *s, const void *obj);
+// The full check of a free the fast check did not accept (an object in a later page of an
+// order > 0 slab, or a bad free), then the free.
+SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 
 // ---- fast paths ----------------------------------------------------------------------------
+//
+// Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves through
+// a tail call whenever anything is unusual, so it needs no stack frame.
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
 SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
-    unsigned slot = slots::current();
+    unsigned slot = slots::current_if_any();
     if (SLABKIT_LIKELY(slot != kNoSlot)) {
         slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
         if (SLABKIT_LIKELY(c != nullptr)) {
             slqb_list &l = c->list;
             void *obj = l.freelist.head;
-            if (SLABKIT_LIKELY(obj != nullptr)) {
+            if (SLABKIT_LIKELY(obj != nullptr && !zero)) {
                 // The pop touches only this slot's list and the object itself.
                 l.freelist.head = get_freepointer(s, obj);
                 l.freelist.set_count(l.freelist.count() - 1);
                 l.stats[ALLOC].add();
-                if (zero) __builtin_memset(obj, 0, s->object_size);
                 return obj;
             }
         }
     }
-    return alloc_slow(s, slot, kAnyNode, zero);
+    return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
 
-// Frees obj, whose slab page pg the caller found to be one of s's (is_object_start checked).
+// Frees obj, whose slab page pg the caller found to be one of s's (object start checked).
 SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
-    unsigned slot = slots::current();
+    unsigned slot = slots::current_if_any();
     if (SLABKIT_LIKELY(slot != kNoSlot)) {
         slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
         // Same node (always, with one node): the object joins this slot's queue, whoever owns
@@ -211,19 +219,17 @@ SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
             uint32_t nr = l.freelist.count() + 1;
             l.freelist.set_count(nr);
             l.stats[FREE].add();
-            if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_free_list(s, c);
+            if (SLABKIT_UNLIKELY(nr > s->hiwater)) return flush_free_list(s, c);
             return;
         }
     }
-    free_slow(s, pg, obj);
+    return free_slow(s, pg, obj);
 }
 
 SLABKIT_ALWAYS_INLINE void free(slqb_cache *s, void *obj) {
-    page *pg = slab_page_of(obj);
-    if (SLABKIT_UNLIKELY(!pg || pg->owner != static_cast<cache *>(s) ||
-                         !is_object_start(s, pg, obj)))
-        return bad_free(s, obj);
-    free_to_slot(s, pg, obj);
+    page *pg = slab_page_fast(s, obj);
+    if (SLABKIT_UNLIKELY(!pg)) return free_checked(s, obj);
+    return free_to_slot(s, pg, obj);
 }
 
 } // namespace slabkit::slqb

@@ -14,10 +14,12 @@ void init_list(slqb_list *l, slqb_cache *s, unsigned node, bool node_list) {
     l->is_node_list = node_list;
 }
 
+static unsigned caller_node(slqb_cache *s);
+
 slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
     if (SLABKIT_LIKELY(c)) return c;
-    void *mem = alloc(&cpu_cache());
+    void *mem = alloc_shared(&cpu_cache());
     if (!mem) return nullptr;
     c = new (mem) slqb_cpu();
     init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
@@ -100,9 +102,28 @@ static unsigned caller_node(slqb_cache *s) {
     return cpu < topo.cpus ? topo.cpu_node[cpu] % s->nr_nodes : 0;
 }
 
+void *alloc_shared(slqb_cache *s) {
+    unsigned node = caller_node(s);
+    slqb_list *l = &s->node_slab[node]->list;
+    void *obj;
+    {
+        platform::lock_guard guard(l->page_lock);
+        obj = take_from_partial(s, l);
+    }
+    if (obj) {
+        count(l, ALLOC_SLAB_FILL);
+    } else {
+        obj = alloc_from_new_slab(s, l, nullptr, false);
+        if (obj) count(l, ALLOC_SLAB_NEW);
+    }
+    if (obj) count(l, ALLOC);
+    return obj;
+}
+
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
+    if (slot == kNoSlot) slot = slots::current();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     void *obj = nullptr;
     if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->list.node)) {

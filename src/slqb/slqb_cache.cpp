@@ -106,7 +106,7 @@ void bootstrap() {
 
 static bool make_nodes(slqb_cache *s) {
     for (unsigned n = 0; n < s->nr_nodes; ++n) {
-        void *mem = alloc(&node_cache());
+        void *mem = alloc_shared(&node_cache());
         if (!mem) return false;
         slqb_node *node = new (mem) slqb_node();
         init_list(&node->list, s, n, true);
@@ -122,12 +122,12 @@ static void free_structures(slqb_cache *s) {
         if (!c) continue;
         s->cpu_slab[slot].store(nullptr, std::memory_order_relaxed);
         c->~slqb_cpu();
-        free(&cpu_cache(), c);
+        free_shared(&cpu_cache(), c);
     }
     for (unsigned n = 0; n < s->nr_nodes; ++n) {
         if (!s->node_slab[n]) continue;
         s->node_slab[n]->~slqb_node();
-        free(&node_cache(), s->node_slab[n]);
+        free_shared(&node_cache(), s->node_slab[n]);
         s->node_slab[n] = nullptr;
     }
     page_allocator::global().free(s->cpu_slab, 1);
@@ -157,7 +157,7 @@ slqb_cache *create(const cache_args &args, const char **why) {
         if (why) *why = bad;
         return nullptr;
     }
-    void *mem = alloc(&cache_cache(), true);
+    void *mem = alloc_shared(&cache_cache());
     if (!mem) {
         if (why) *why = "out of memory for the cache descriptor";
         return nullptr;
@@ -171,13 +171,13 @@ slqb_cache *create(const cache_args &args, const char **why) {
         if (why) *why = "out of memory for the per-slot and per-node structures";
         if (s->cpu_slab) free_structures(s);
         s->~slqb_cache();
-        free(&cache_cache(), s);
+        free_shared(&cache_cache(), s);
         return nullptr;
     }
     if (!registry::add(s, why)) {
         free_structures(s);
         s->~slqb_cache();
-        free(&cache_cache(), s);
+        free_shared(&cache_cache(), s);
         return nullptr;
     }
     return s;
@@ -204,8 +204,7 @@ static void drain_node(slqb_cache *s, slqb_node *n) {
 }
 
 // Reports the objects still allocated in list l's slabs; returns how many.
-static uint64_t report_leaks(slqb_cache *s, slqb_list *l, uint64_t reported) {
-    constexpr uint64_t kMaxReported = 64;
+static uint64_t report_leaks(slqb_cache *s, slqb_list *l) {
     uint64_t leaked = 0;
     platform::lock_guard guard(l->page_lock);
     for (slab_list *sl : {&l->partial, &l->full}) {
@@ -219,9 +218,8 @@ static uint64_t report_leaks(slqb_cache *s, slqb_list *l, uint64_t reported) {
             }
             for (uint32_t i = 0; i < s->objects && map_ok; ++i) {
                 if (free_map[i / 64] >> (i % 64) & 1) continue;
-                if (reported + leaked < kMaxReported)
-                    report("kmem_cache_destroy(%s): object %p is still allocated", s->name,
-                           reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * s->size));
+                report("kmem_cache_destroy(%s): object %p is still allocated", s->name,
+                       reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * s->size));
                 ++leaked;
             }
         }
@@ -253,12 +251,11 @@ void destroy(slqb_cache *s) {
     if (slabs == 0) {
         free_structures(s);
         s->~slqb_cache();
-        free(&cache_cache(), s);
+        free_shared(&cache_cache(), s);
         return;
     }
     uint64_t leaked = 0;
-    for_each_list(
-        s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { leaked += report_leaks(s, l, leaked); });
+    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { leaked += report_leaks(s, l); });
     report("kmem_cache_destroy(%s): %llu object(s) still allocated in %llu slab(s); the cache's "
            "memory is kept",
            s->name, static_cast<unsigned long long>(leaked),
@@ -307,16 +304,42 @@ size_t shrink(slqb_cache *s) {
 }
 
 namespace {
+struct slot_flush {
+    unsigned slot;
+    bool free_empty; // the slot is idle: free its structures that hold nothing
+};
+
+// True when a flushed per-slot structure holds nothing and no slab points at its list.
+bool cpu_is_empty(slqb_cpu *c) {
+    platform::lock_guard guard(c->list.page_lock);
+    return c->list.nr_slabs.load(std::memory_order_relaxed) == 0 && !c->list.freelist.head &&
+           c->list.inbox.count() == 0 && c->rlist.count() == 0;
+}
+
+// Under the cache registry lock (and, for an idle slot, the slot registry lock): flushes the
+// slot's structure of cache c, and frees it when the slot is idle and nothing refers to it any
+// more, so that memory follows the slots in use rather than the most ever used. Statistics
+// readers hold the cache registry lock too, so none is reading it.
 void flush_slot_in_cache(cache *c, void *arg) {
     if (c->kind != design::slqb) return;
     slqb_cache *s = static_cast<slqb_cache *>(c);
     if (s->dead) return;
-    unsigned slot = *static_cast<unsigned *>(arg);
-    if (slqb_cpu *cpu = s->cpu_slab[slot].load(std::memory_order_acquire)) flush_cpu(s, cpu);
+    const slot_flush &f = *static_cast<slot_flush *>(arg);
+    slqb_cpu *cpu = s->cpu_slab[f.slot].load(std::memory_order_acquire);
+    if (!cpu) return;
+    flush_cpu(s, cpu);
+    if (!f.free_empty || s->meta || !cpu_is_empty(cpu)) return;
+    for (unsigned i = 0; i < NR_STATS; ++i) s->shared_stats[i].add_shared(cpu->list.stats[i].get());
+    s->cpu_slab[f.slot].store(nullptr, std::memory_order_release);
+    cpu->~slqb_cpu();
+    free_shared(&cpu_cache(), cpu);
 }
-void flush_idle_slot_all_caches(unsigned slot, void *) {
-    registry::for_each(flush_slot_in_cache, &slot);
+void flush_idle_slot_all_caches(unsigned slot, void *free_empty) {
+    slot_flush f{slot, free_empty != nullptr};
+    registry::for_each(flush_slot_in_cache, &f);
 }
+int g_free_empty_tag;
+void *const kFreeEmpty = &g_free_empty_tag;
 void shrink_cb(cache *c, void *) {
     if (c->kind == design::slqb && !static_cast<slqb_cache *>(c)->dead)
         shrink_lists(static_cast<slqb_cache *>(c));
@@ -333,17 +356,25 @@ void trim_idle_slots() {
                                                 std::memory_order_relaxed))
         return;
     deferred_release defer;
-    slots::for_each_idle_since(now > decay ? now - decay : 0, flush_idle_slot_all_caches, nullptr);
+    slots::for_each_idle_since(now > decay ? now - decay : 0, flush_idle_slot_all_caches,
+                               kFreeEmpty);
 }
 
 void trim_all() {
     // The idle slots of every cache first (slot registry, then cache registry: the lock order),
     // then each cache's own lists under the cache registry lock, so no cache is destroyed
     // meanwhile.
+    // A slot's structure can only be freed once no slab is left on its list, which may take the
+    // other slots' flushes (their objects of its slabs reach its inbox) and the inbox drains: so
+    // flush everything first, then free the idle slots' empty structures, then give back the
+    // per-slot cache's pages that held them.
     deferred_release defer;
     slots::for_each_idle(flush_idle_slot_all_caches, nullptr);
-    unsigned me = slots::current_if_any();
-    if (me != kNoSlot) flush_idle_slot_all_caches(me, nullptr);
+    slot_flush mine{slots::current_if_any(), false};
+    if (mine.slot != kNoSlot) registry::for_each(flush_slot_in_cache, &mine);
+    registry::for_each(shrink_cb, nullptr);
+    slots::for_each_idle(flush_idle_slot_all_caches, kFreeEmpty);
+    if (mine.slot != kNoSlot) registry::for_each(flush_slot_in_cache, &mine);
     registry::for_each(shrink_cb, nullptr);
 }
 

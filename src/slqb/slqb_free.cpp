@@ -252,21 +252,32 @@ void free_slow(slqb_cache *s, page *pg, void *obj) {
     if (!c) {
         // No slot (a thread being torn down, or more threads than slots) or no memory for one:
         // the object goes straight back to its slab.
-        slqb_list *owner = list_of(pg);
-        release_chain chain;
-        {
-            platform::lock_guard guard(owner->page_lock);
-            free_object_to_page(s, owner, pg, obj, chain, owner);
-        }
-        s->shared_stats[FREE].add_shared();
-        release_slabs(chain);
-        return;
+        return free_shared(s, obj);
     }
     if (!s->numa || page_to_nid(pg) == c->list.node) return free_to_slot(s, pg, obj);
     // Another node's object goes home through the outbox without visiting this slot's queue.
     count(&c->list, FREE);
     count(&c->list, FREE_REMOTE);
     free_to_remote(s, c, pg, obj);
+}
+
+void free_shared(slqb_cache *s, void *obj) {
+    page *pg = virt_to_head_page(obj);
+    slqb_list *owner = list_of(pg);
+    release_chain chain;
+    {
+        platform::lock_guard guard(owner->page_lock);
+        free_object_to_page(s, owner, pg, obj, chain, owner);
+    }
+    s->shared_stats[FREE].add_shared();
+    release_slabs(chain);
+}
+
+void free_checked(slqb_cache *s, void *obj) {
+    page *pg = slab_page_of(obj);
+    if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, obj))
+        return bad_free(s, obj);
+    free_to_slot(s, pg, obj);
 }
 
 void bad_free(slqb_cache *s, const void *obj) {

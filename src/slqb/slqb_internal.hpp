@@ -69,8 +69,13 @@ inline void count(slqb_list *l, stat_item item, uint64_t n = 1) {
 slqb_cache &cpu_cache();
 slqb_cache &node_cache();
 slqb_cache &cache_cache();
-void bootstrap();
 
+// An object from the caller's node list (shared by all slots): the bootstrap caches' objects
+// are long-lived and made by whichever thread comes first, so packing them into shared slabs
+// keeps them from pinning one slab per slot. Taken from the first partial slab, given back to
+// its slab at once (free_shared): no queue scatters them over slabs.
+void *alloc_shared(slqb_cache *s);
+void free_shared(slqb_cache *s, void *obj);
 // The slot's per-cache structure, made on first use; nullptr when memory is short.
 slqb_cpu *get_cpu(slqb_cache *s, unsigned slot);
 void init_list(slqb_list *l, slqb_cache *s, unsigned node, bool node_list);
