@@ -21,29 +21,25 @@ using namespace slabkit;
 
 namespace {
 
-std::atomic<int> g_design{-1};
+// The process's design: the default until the load-time constructor below has read the
+// environment. Calls made before it (from other libraries' constructors) get the default; kfree
+// and the cache calls dispatch on each object's own cache, so such early objects stay valid.
+std::atomic<int> g_design{static_cast<int>(design::slqb)};
 
-SLABKIT_NOINLINE design read_design() {
+__attribute__((constructor(101))) void read_design_at_load() {
     const char *name = platform::env("SLABKIT_ALLOCATOR");
     design d = design::slqb;
     if (name && *name && !parse_design(name, &d)) {
         platform::exit_with_error(1,
                                   "slabkit: SLABKIT_ALLOCATOR=%s is not a design of this build "
-                                  "(designs: slqb)\n",
-                                  name);
+                                  "(designs: %s)\n",
+                                  name, slabkit_designs());
     }
     g_design.store(static_cast<int>(d), std::memory_order_relaxed);
-    return d;
 }
 
 SLABKIT_ALWAYS_INLINE design process_design() {
-    int d = g_design.load(std::memory_order_relaxed);
-    if (SLABKIT_LIKELY(d >= 0)) return static_cast<design>(d);
-    return read_design();
-}
-
-__attribute__((constructor)) void check_design_at_load() {
-    process_design();
+    return static_cast<design>(g_design.load(std::memory_order_relaxed));
 }
 
 SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {

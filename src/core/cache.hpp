@@ -103,10 +103,15 @@ struct cache {
     // rotating off * odd^-1 (mod 2^64) right by shift gives at most (2^64 - 1) / size, and that
     // value is then off / size - one multiply and one rotate, no division.
     SLABKIT_ALWAYS_INLINE long object_index(uintptr_t off) const {
-        uint64_t q = off * size_odd_inverse;
-        q = (q >> size_shift) | (q << ((64 - size_shift) & 63));
+        uint64_t q = rotated_quotient(off);
         if (q > size_limit) return -1;
         return static_cast<long>(q);
+    }
+    // The rotated product above: off / size when off is a multiple of size, else a value above
+    // size_limit - and so above `objects`, which lets the fast check make one comparison.
+    SLABKIT_ALWAYS_INLINE uint64_t rotated_quotient(uintptr_t off) const {
+        uint64_t q = off * size_odd_inverse;
+        return (q >> size_shift) | (q << ((64 - size_shift) & 63));
     }
 };
 
@@ -145,23 +150,29 @@ SLABKIT_ALWAYS_INLINE page *slab_page_of(const void *obj) {
     return pg;
 }
 
-// The fast check of a free: obj lies in the first page of a slab of cache c (owner == c; c ==
-// nullptr accepts any cache) and is an object start. nullptr for anything else, including
-// objects in the later pages of an order > 0 slab: the caller then takes its full check.
-SLABKIT_ALWAYS_INLINE page *slab_page_fast(const cache *c, const void *obj) {
-    page *pg = virt_to_page(obj);
-    if (SLABKIT_UNLIKELY(!pg)) return nullptr;
+// The fast check of a free: obj lies in the first page of a slab of cache c (owner == c, or any
+// cache when kAnyCache) and is an object start. nullptr for anything else, including objects in
+// the later pages of an order > 0 slab: the caller then takes its full check.
+template <bool kAnyCache>
+SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj) {
+    uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
+    uintptr_t index = addr >> kChunkShift;
+    if (SLABKIT_UNLIKELY(index >= kMaxChunks)) return nullptr;
+    if (SLABKIT_UNLIKELY(!detail::g_chunk_map[index].load(std::memory_order_acquire)))
+        return nullptr;
+    // Pages of the chunk's metadata have no descriptor.
+    if (SLABKIT_UNLIKELY((addr & (kChunkSize - 1)) < kMetaPages * kPageSize)) return nullptr;
+    page *pg = reinterpret_cast<page *>(addr & ~(kChunkSize - 1)) + chunk_pfn(obj);
     if (SLABKIT_UNLIKELY((pg->flags() & (PG_slab | PG_tail)) != PG_slab)) return nullptr;
     const cache *owner = static_cast<const cache *>(pg->owner);
-    if (c) {
+    if constexpr (!kAnyCache) {
         if (SLABKIT_UNLIKELY(owner != c)) return nullptr;
         owner = c; // the same, but known without waiting for the load
     }
     // obj is in the slab's first page, so its offset in that page, less the colour, is its
     // offset from the first object (wrapping to a huge value, rejected, if it is before it).
-    uintptr_t off = (reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1)) - pg->priv[2];
-    long idx = owner->object_index(off);
-    if (SLABKIT_UNLIKELY(static_cast<unsigned long>(idx) >= owner->objects)) return nullptr;
+    uintptr_t off = (addr & (kPageSize - 1)) - pg->priv[2];
+    if (SLABKIT_UNLIKELY(owner->rotated_quotient(off) >= owner->objects)) return nullptr;
     return pg;
 }
 

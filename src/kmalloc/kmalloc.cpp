@@ -10,6 +10,14 @@
 
 namespace slabkit::kmalloc {
 
+namespace detail {
+slqb::slqb_cache g_slqb[kNrClasses];
+std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+} // namespace detail
+
+using detail::g_open;
+using detail::g_slqb;
+
 namespace {
 constexpr size_t kClassSizes[kNrClasses] = {8,   16,  32,   64,   96,   128, 192,
                                             256, 512, 1024, 2048, 4096, 8192};
@@ -18,14 +26,7 @@ const char *const kClassNames[kNrClasses] = {
     "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
     "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
 
-// Sizes 1..192 by (size - 1) / 8.
-constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
-                                     5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
-
-// SLQB's kmalloc caches: static descriptors and per-slot pointer arrays.
-slqb::slqb_cache g_slqb[kNrClasses];
 std::atomic<slqb::slqb_cpu *> g_slqb_cpu_slab[kNrClasses][kMaxSlots];
-std::atomic<bool> g_open[kNrDesigns][kNrClasses];
 platform::mutex g_open_lock;
 
 size_t class_align(size_t size) {
@@ -53,35 +54,23 @@ unsigned order_for(size_t size) {
 }
 } // namespace
 
-unsigned class_of(size_t size) {
-    if (size <= 192) return kSmallIndex[(size - 1) / 8];
-    // 193..8192: powers of two from 256 (index 7).
-    unsigned bits = 64 - static_cast<unsigned>(__builtin_clzll(size - 1));
-    return bits - 8 + 7;
-}
-
 size_t class_size(unsigned i) {
     return kClassSizes[i];
 }
 
-SLABKIT_ALWAYS_INLINE cache *cache_for_fast(design d, unsigned i) {
-    if (SLABKIT_LIKELY(g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
-        return &g_slqb[i];
+cache *cache_for(design d, unsigned i) {
+    if (g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)) return &g_slqb[i];
     return open_class(d, i);
 }
 
-cache *cache_for(design d, unsigned i) {
-    return cache_for_fast(d, i);
-}
-
-void *alloc(design d, size_t size, bool zero, int node) {
-    if (SLABKIT_UNLIKELY(size == 0)) return kZeroSizePtr;
-    if (SLABKIT_LIKELY(size <= kMaxCacheSize)) {
-        cache *c = cache_for_fast(d, class_of(size));
+void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
+    if (size == 0) return kZeroSizePtr;
+    if (size <= kMaxCacheSize) {
+        cache *c = cache_for(d, class_of(size));
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
         slqb::slqb_cache *s = static_cast<slqb::slqb_cache *>(c);
-        if (SLABKIT_LIKELY(node == kAnyNode)) return slqb::alloc(s, zero);
-        return slqb::alloc_slow(s, slots::current(), node, zero);
+        if (node == kAnyNode) return slqb::alloc(s, zero);
+        return slqb::alloc_slow(s, kNoSlot, node, zero);
     }
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
@@ -91,7 +80,7 @@ void *alloc(design d, size_t size, bool zero, int node) {
 
 // Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
 // pages of order > 0 slabs, page blocks, OS blocks, and bad frees.
-SLABKIT_NOINLINE static void free_slow(void *p) {
+void detail::free_slow(void *p) {
     if (p == nullptr || p == kZeroSizePtr) return;
     page *pg = virt_to_head_page(p);
     if (SLABKIT_LIKELY(pg != nullptr)) {
@@ -109,12 +98,6 @@ SLABKIT_NOINLINE static void free_slow(void *p) {
     }
     char what[256];
     report_bad_free("kfree", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
-}
-
-void free(void *p) {
-    page *pg = slab_page_fast(nullptr, p);
-    if (SLABKIT_UNLIKELY(!pg)) return free_slow(p);
-    return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(pg->owner), pg, p);
 }
 
 size_t usable_size(const void *p) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/cache.hpp"
+#include "slqb/slqb.hpp"
 
 #include <cstddef>
 
@@ -20,16 +21,48 @@ inline constexpr size_t kMaxCacheSize = 8192;
 inline constexpr unsigned kNrClasses = 13;
 inline void *const kZeroSizePtr = reinterpret_cast<void *>(16);
 
+namespace detail {
+// Sizes 1..192 by (size - 1) / 8.
+inline constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
+                                            5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
+// SLQB's kmalloc caches (static descriptors) and which classes of which design are open.
+extern slqb::slqb_cache g_slqb[kNrClasses];
+extern std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+// Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
+// node, a class not opened yet; and frees the fast check did not accept.
+void *alloc_slow(design d, size_t size, bool zero, int node);
+void free_slow(void *p);
+} // namespace detail
+
 // The class index serving `size` (1..kMaxCacheSize).
-unsigned class_of(size_t size);
+SLABKIT_ALWAYS_INLINE unsigned class_of(size_t size) {
+    if (size <= 192) return detail::kSmallIndex[(size - 1) / 8];
+    // 193..8192: powers of two from 256 (index 7).
+    return 64 - static_cast<unsigned>(__builtin_clzll(size - 1)) - 1;
+}
 // The bytes of class i.
 size_t class_size(unsigned i);
 
 // The design's kmalloc cache of class i (opened on first call); nullptr if it could not be.
 cache *cache_for(design d, unsigned i);
 
-void *alloc(design d, size_t size, bool zero, int node);
-void free(void *p);
+SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
+    // size - 1 wraps for 0, so one compare sends 0 and large sizes to the slow path.
+    if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
+        unsigned i = class_of(size);
+        if (SLABKIT_LIKELY(
+                detail::g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
+            return slqb::alloc(&detail::g_slqb[i], zero);
+    }
+    return detail::alloc_slow(d, size, zero, node);
+}
+
+SLABKIT_ALWAYS_INLINE void free(void *p) {
+    page *pg = slab_page_check<true>(nullptr, p);
+    if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p);
+    return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(pg->owner), pg, p);
+}
+
 size_t usable_size(const void *p);
 // Resizes in place when the block can hold `size` (and, for page and OS blocks, would not waste
 // more than half); otherwise allocates, copies and frees. nullptr (p untouched) on failure.

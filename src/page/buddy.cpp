@@ -8,18 +8,14 @@
 namespace slabkit {
 
 namespace detail {
-std::atomic<uint64_t> g_chunk_map[kMaxChunks / 64];
+std::atomic<uint8_t> g_chunk_map[kMaxChunks];
 }
 
 namespace {
 
 void chunk_map_set(chunk *c, bool present) {
     uintptr_t index = reinterpret_cast<uintptr_t>(c) >> kChunkShift;
-    uint64_t bit = uint64_t{1} << (index % 64);
-    if (present)
-        detail::g_chunk_map[index / 64].fetch_or(bit, std::memory_order_release);
-    else
-        detail::g_chunk_map[index / 64].fetch_and(~bit, std::memory_order_release);
+    detail::g_chunk_map[index].store(present ? 1 : 0, std::memory_order_release);
 }
 
 // Puts a free block on the right list of its order and marks its head.

@@ -13,9 +13,10 @@
 // tells which chunk it is in. The records of the metadata pages themselves are never used as
 // descriptors; the header and the dirty bitmap live in their place.
 //
-// A global bitmap with one bit per possible chunk (47-bit address space / 1 GiB = 128 Ki bits)
-// answers "is this address in slabkit's arena" with one load, which the malloc override needs
-// for pointers it did not hand out.
+// A global map with one byte per possible chunk (47-bit address space / 1 GiB = 128 Ki bytes of
+// zero-filled static memory, of which only the touched page is resident) answers "is this
+// address in slabkit's arena" with one load - on every free, and for the malloc override's
+// pointers it did not hand out.
 //
 // Page states (page::state, an atomic word so that a racy reader - a bad free, a stats walk -
 // sees a whole value):
@@ -100,14 +101,14 @@ static_assert(kDirtyBitmapOffset + kDirtyBitmapWords * 8 <= kMetaPages * sizeof(
 static_assert(kMetaPages % (size_t{1} << kMaxOrder) == 0, "usable pages start max-order aligned");
 
 namespace detail {
-extern std::atomic<uint64_t> g_chunk_map[kMaxChunks / 64];
+extern std::atomic<uint8_t> g_chunk_map[kMaxChunks];
 }
 
 // True when addr lies in a chunk of some slabkit page allocator (metadata included).
 inline bool in_arena(const void *addr) {
     uintptr_t index = reinterpret_cast<uintptr_t>(addr) >> kChunkShift;
     if (index >= kMaxChunks) return false;
-    return (detail::g_chunk_map[index / 64].load(std::memory_order_acquire) >> (index % 64)) & 1;
+    return detail::g_chunk_map[index].load(std::memory_order_acquire) != 0;
 }
 
 inline chunk *chunk_of(const void *addr) {

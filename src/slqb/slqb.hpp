@@ -47,7 +47,11 @@
 namespace slabkit::slqb {
 
 // Statistics, as SLQB's CONFIG_SLQB_STATS named them. Counted by the slot (or node list) that
-// does the work.
+// does the work. A slot list's FREE is not counted on the free fast path: every free pushes on
+// the queue or goes remote, and the queue's length only moves by pushes, pops, flushes and
+// claims, so FREE = nr + pops + FLUSH_FREE_LIST_OBJECTS - CLAIM_REMOTE_LIST_OBJECTS + FREE_REMOTE
+// with pops = ALLOC - ALLOC_SLAB_FILL - ALLOC_SLAB_NEW (see frees_of). Exact when the slot is
+// quiet; a reader racing its owner may see it off by the operations in flight.
 enum stat_item : unsigned {
     ALLOC,
     ALLOC_SLAB_FILL,
@@ -68,7 +72,9 @@ enum stat_item : unsigned {
 extern const char *const kStatNames[NR_STATS];
 
 // A singly linked list of free objects with a count and a tail. `nr` is atomic only so that
-// statistics can read it from other threads; its writers use plain load/store.
+// statistics can read it from other threads; its writers use plain load/store. A slot's queue
+// does not keep its tail (the fast paths would pay for it on every push): the rare appends to a
+// non-empty queue find it by walking; outboxes and inboxes keep theirs.
 struct kmlist {
     void *head = nullptr;
     void *tail = nullptr;
@@ -90,7 +96,7 @@ struct slab_list {
 
 struct alignas(kCacheLine) slqb_list {
     // Owner's hot line: the queue, the flag it checks when the queue runs dry, and the first
-    // counters (ALLOC and FREE land in this line too).
+    // counters (ALLOC lands in this line too).
     kmlist freelist;
     std::atomic<bool> remote_free_check{false};
     counter stats[NR_STATS];
@@ -167,6 +173,8 @@ struct stats_totals {
     uint64_t counters[NR_STATS] = {};
 };
 void gather_stats(slqb_cache *s, stats_totals *out);
+// A slot list's FREE count, derived (see stat_item).
+uint64_t frees_of(const slqb_list *l);
 
 // Slow paths (out of line). alloc_slow: slot kNoSlot means "the caller's, taking one if the
 // thread has none yet".
@@ -214,11 +222,9 @@ SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
             SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node)) {
             slqb_list &l = c->list;
             set_freepointer(s, obj, l.freelist.head);
-            if (!l.freelist.head) l.freelist.tail = obj;
             l.freelist.head = obj;
             uint32_t nr = l.freelist.count() + 1;
             l.freelist.set_count(nr);
-            l.stats[FREE].add();
             if (SLABKIT_UNLIKELY(nr > s->hiwater)) return flush_free_list(s, c);
             return;
         }
@@ -227,7 +233,7 @@ SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
 }
 
 SLABKIT_ALWAYS_INLINE void free(slqb_cache *s, void *obj) {
-    page *pg = slab_page_fast(s, obj);
+    page *pg = slab_page_check<false>(s, obj);
     if (SLABKIT_UNLIKELY(!pg)) return free_checked(s, obj);
     return free_to_slot(s, pg, obj);
 }

@@ -69,10 +69,12 @@ static void *alloc_from_new_slab(slqb_cache *s, slqb_list *l, slqb_cpu *c, bool 
 }
 
 // Allocation from node `node`'s list, under its list_lock: the path for an explicit other node,
-// and for threads without a slot.
-static void *node_alloc(slqb_cache *s, unsigned node, slqb_list *actor) {
+// and for threads without a slot. Counted on the node list: a slot list's ALLOC counts only
+// what it served itself (its FREE is derived from that, see stat_item).
+static void *node_alloc(slqb_cache *s, unsigned node) {
     slqb_node *n = s->node_slab[node];
     slqb_list *l = &n->list;
+    slqb_list *actor = l;
     void *obj = nullptr;
     {
         platform::lock_guard guard(n->list_lock);
@@ -128,7 +130,7 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     void *obj = nullptr;
     if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->list.node)) {
         unsigned target = node == kAnyNode ? caller_node(s) : static_cast<unsigned>(node);
-        obj = node_alloc(s, target, c ? &c->list : &s->node_slab[target]->list);
+        obj = node_alloc(s, target);
     } else {
         slqb_list *l = &c->list;
         uint64_t gen = s->shrink_gen.load(std::memory_order_relaxed);

@@ -329,7 +329,8 @@ void flush_slot_in_cache(cache *c, void *arg) {
     if (!cpu) return;
     flush_cpu(s, cpu);
     if (!f.free_empty || s->meta || !cpu_is_empty(cpu)) return;
-    for (unsigned i = 0; i < NR_STATS; ++i) s->shared_stats[i].add_shared(cpu->list.stats[i].get());
+    for (unsigned i = 0; i < NR_STATS; ++i)
+        s->shared_stats[i].add_shared(i == FREE ? frees_of(&cpu->list) : cpu->list.stats[i].get());
     s->cpu_slab[f.slot].store(nullptr, std::memory_order_release);
     cpu->~slqb_cpu();
     free_shared(&cpu_cache(), cpu);
@@ -385,11 +386,23 @@ bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch) {
     return true;
 }
 
+uint64_t frees_of(const slqb_list *l) {
+    if (l->is_node_list) return l->stats[FREE].get();
+    int64_t pops = static_cast<int64_t>(l->stats[ALLOC].get() - l->stats[ALLOC_SLAB_FILL].get() -
+                                        l->stats[ALLOC_SLAB_NEW].get());
+    int64_t frees = static_cast<int64_t>(l->freelist.count()) + pops +
+                    static_cast<int64_t>(l->stats[FLUSH_FREE_LIST_OBJECTS].get()) -
+                    static_cast<int64_t>(l->stats[CLAIM_REMOTE_LIST_OBJECTS].get()) +
+                    static_cast<int64_t>(l->stats[FREE_REMOTE].get());
+    return frees > 0 ? static_cast<uint64_t>(frees) : 0; // a racing read can undershoot
+}
+
 void gather_stats(slqb_cache *s, stats_totals *out) {
     *out = stats_totals{};
     for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = s->shared_stats[i].get();
     for_each_list(s, [&](slqb_list *l, slqb_cpu *c, slqb_node *) {
-        for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] += l->stats[i].get();
+        for (unsigned i = 0; i < NR_STATS; ++i)
+            out->counters[i] += i == FREE ? frees_of(l) : l->stats[i].get();
         out->queued += l->freelist.count() + l->inbox.count();
         if (c) out->queued += c->rlist.count();
         platform::lock_guard guard(l->page_lock);

@@ -122,7 +122,15 @@ uint32_t claim_remote_list(slqb_cache *s, slqb_list *l) {
     }
     if (n) {
         set_freepointer(s, tail, nullptr);
-        queue_append(s, l->freelist, head, tail, n);
+        // The inbox goes after the queue's last object (the cold end), as SLQB did. The queue is
+        // empty when an allocation claims; trims and destroy walk to its end.
+        kmlist &q = l->freelist;
+        if (q.head) {
+            void *last = q.head;
+            while (void *next = get_freepointer(s, last)) last = next;
+            q.tail = last;
+        }
+        queue_append(s, q, head, tail, n);
         count(l, CLAIM_REMOTE_LIST);
         count(l, CLAIM_REMOTE_LIST_OBJECTS, n);
     }
@@ -228,7 +236,6 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     }
     if (locked) l->page_lock.unlock();
     l->freelist.set_count(l->freelist.count() - n);
-    if (!l->freelist.head) l->freelist.tail = nullptr;
     release_slabs(chain);
 }
 
@@ -256,7 +263,6 @@ void free_slow(slqb_cache *s, page *pg, void *obj) {
     }
     if (!s->numa || page_to_nid(pg) == c->list.node) return free_to_slot(s, pg, obj);
     // Another node's object goes home through the outbox without visiting this slot's queue.
-    count(&c->list, FREE);
     count(&c->list, FREE_REMOTE);
     free_to_remote(s, c, pg, obj);
 }
