@@ -191,6 +191,10 @@ void for_each(void (*fn)(cache *c, void *arg), void *arg) {
     for (cache *it = g_first; it; it = it->reg_next) fn(it, arg);
 }
 
+void for_each_locked(void (*fn)(cache *c, void *arg), void *arg) {
+    for (cache *it = g_first; it; it = it->reg_next) fn(it, arg);
+}
+
 size_t count() {
     platform::lock_guard guard(g_registry_lock);
     return g_count;

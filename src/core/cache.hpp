@@ -208,6 +208,8 @@ bool add(cache *c, const char **why);
 void remove(cache *c);
 // Under the registry lock: fn(c, arg) for every live cache in creation order.
 void for_each(void (*fn)(cache *c, void *arg), void *arg);
+// The same, for a caller that already holds the registry lock (fork hooks).
+void for_each_locked(void (*fn)(cache *c, void *arg), void *arg);
 size_t count();
 } // namespace registry
 

@@ -412,4 +412,67 @@ void gather_stats(slqb_cache *s, stats_totals *out) {
     });
 }
 
+// ---- fork ----------------------------------------------------------------------------------
+//
+// Before fork every SLQB lock is taken (boot lock, cache registry, then per cache: node list
+// locks, every list's page_lock, every list's inbox lock - the lock order), so the child finds
+// no structure half-changed under a lock; after it the parent unlocks and the child resets
+// them. Lock-free per-slot queues of threads that do not exist in the child stay with their
+// slots for the next thread to inherit; a queue count left off by a fork in the middle of a
+// push or pop is tolerated by the flushes, which stop at the queue's end.
+
+namespace {
+enum class fork_op { lock, unlock, reset };
+
+void apply(platform::mutex &m, fork_op op) {
+    switch (op) {
+    case fork_op::lock:
+        m.lock();
+        break;
+    case fork_op::unlock:
+        m.unlock();
+        break;
+    case fork_op::reset:
+        m.reset_after_fork();
+        break;
+    }
+}
+
+void cache_locks(cache *c, void *arg) {
+    if (c->kind != design::slqb) return;
+    slqb_cache *s = static_cast<slqb_cache *>(c);
+    fork_op op = *static_cast<fork_op *>(arg);
+    for (unsigned n = 0; n < s->nr_nodes; ++n)
+        if (s->node_slab[n]) apply(s->node_slab[n]->list_lock, op);
+    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply(l->page_lock, op); });
+    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply(l->inbox_lock, op); });
+}
+
+void fork_prepare() {
+    g_boot_lock.lock();
+    registry::lock().lock();
+    fork_op op = fork_op::lock;
+    registry::for_each_locked(cache_locks, &op);
+}
+
+void fork_parent() {
+    fork_op op = fork_op::unlock;
+    registry::for_each_locked(cache_locks, &op);
+    registry::lock().unlock();
+    g_boot_lock.unlock();
+}
+
+void fork_child() {
+    fork_op op = fork_op::reset;
+    registry::for_each_locked(cache_locks, &op);
+    registry::lock().reset_after_fork();
+    g_boot_lock.reset_after_fork();
+}
+
+__attribute__((constructor)) void install_fork_hooks() {
+    if (!platform::add_fork_hooks({15, fork_prepare, fork_parent, fork_child}))
+        platform::fatal("slabkit: cannot register SLQB's fork hooks\n");
+}
+} // namespace
+
 } // namespace slabkit::slqb

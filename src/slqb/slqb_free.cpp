@@ -210,12 +210,12 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     uint32_t n = l->freelist.count();
     if (n > limit) n = limit;
     if (!n) return;
-    count(l, FLUSH_FREE_LIST);
-    count(l, FLUSH_FREE_LIST_OBJECTS, n);
     release_chain chain;
     bool locked = false;
-    for (uint32_t i = 0; i < n; ++i) {
+    uint32_t done = 0;
+    for (; done < n; ++done) {
         void *obj = l->freelist.head;
+        if (SLABKIT_UNLIKELY(!obj)) break; // a count left too high (a fork mid-pop)
         l->freelist.head = get_freepointer(s, obj);
         page *pg = virt_to_head_page(obj);
         slqb_list *owner = list_of(pg);
@@ -235,7 +235,9 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
         }
     }
     if (locked) l->page_lock.unlock();
-    l->freelist.set_count(l->freelist.count() - n);
+    l->freelist.set_count(l->freelist.head ? l->freelist.count() - done : 0);
+    count(l, FLUSH_FREE_LIST);
+    count(l, FLUSH_FREE_LIST_OBJECTS, done);
     release_slabs(chain);
 }
 
@@ -244,7 +246,10 @@ void flush_free_list(slqb_cache *s, slqb_cpu *c) {
 }
 
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
-    while (l->freelist.count()) flush_some(s, l, c, UINT32_MAX);
+    while (l->freelist.head) {
+        if (l->freelist.count() == 0) l->freelist.set_count(1); // a count left too low
+        flush_some(s, l, c, UINT32_MAX);
+    }
 }
 
 void flush_cpu(slqb_cache *s, slqb_cpu *c) {

@@ -1,0 +1,100 @@
+// Fork while other threads allocate and free through SLQB caches and kmalloc: the child must
+// find every lock free and every structure whole, and be able to allocate, free and trim.
+#include "slabkit/slabkit.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+int child_work(slabkit_cache *c) {
+    alarm(20); // a lock left held by a thread the child does not have: die, don't hang
+    std::vector<void *> objs;
+    for (int i = 0; i < 20000; ++i) {
+        void *p = (i & 1) ? slabkit_cache_alloc(c, 0) : slabkit_kmalloc(1 + i % 3000, 0);
+        if (!p) return 2;
+        memset(p, 0x77, (i & 1) ? 72 : 1);
+        objs.push_back(p);
+    }
+    for (size_t i = 0; i < objs.size(); ++i) {
+        if (i & 1)
+            slabkit_cache_free(c, objs[i]);
+        else
+            slabkit_kfree(objs[i]);
+    }
+    // The other threads' objects live on in the child (copies of their memory), so the cache is
+    // not empty; but everything the child freed must have gone back without harm.
+    slabkit_trim();
+    slabkit_page_stats ps;
+    slabkit_get_page_stats(&ps);
+    return ps.errors == 0 ? 0 : 3;
+}
+
+TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
+    slabkit_cache *c = slabkit_cache_create("fork-objs", 72, 0, 0, nullptr);
+    ASSERT_NE(c, nullptr);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 3; ++t) {
+        workers.emplace_back([&, t] {
+            struct held_obj {
+                void *p;
+                bool from_cache;
+            };
+            std::vector<held_obj> held;
+            auto release = [&] {
+                for (const held_obj &h : held) {
+                    if (h.from_cache)
+                        slabkit_cache_free(c, h.p);
+                    else
+                        slabkit_kfree(h.p);
+                }
+                held.clear();
+            };
+            for (unsigned n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+                bool from_cache = n & 1;
+                void *p = from_cache ? slabkit_cache_alloc(c, 0) : slabkit_kmalloc(8 + n % 900, 0);
+                held.push_back({p, from_cache});
+                if (held.size() > 300u + t * 100u) release();
+            }
+            release();
+        });
+    }
+    // One more thread spends its time under the registry, page and inbox locks: shrinks,
+    // statistics and slabinfo walks.
+    workers.emplace_back([&] {
+        static char text[1 << 16];
+        while (!stop.load(std::memory_order_relaxed)) {
+            slabkit_cache_shrink(c);
+            slabkit_slabinfo(text, sizeof text);
+        }
+    });
+    int failed_round = -1, failed_status = 0;
+    for (int round = 0; round < 20 && failed_round < 0; ++round) {
+        usleep(2000);
+        pid_t pid = fork();
+        if (pid == 0) _exit(child_work(c));
+        int status = -1;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            failed_round = round;
+            failed_status = status;
+        }
+    }
+    stop = true;
+    for (auto &w : workers) w.join();
+    EXPECT_EQ(failed_round, -1) << "the child of round " << failed_round << " ended with status "
+                                << failed_status;
+    slabkit_trim();
+    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
+    slabkit_cache_destroy(c);
+}
+
+} // namespace
