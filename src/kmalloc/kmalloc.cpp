@@ -4,6 +4,7 @@
 #include "core/report.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
+#include "platform/platform.hpp"
 #include "slqb/slqb.hpp"
 
 #include <cstring>
@@ -45,6 +46,13 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
     }
     g_open[static_cast<unsigned>(d)][i].store(true, std::memory_order_release);
     return &g_slqb[i];
+}
+
+// Fork: the open lock is taken before SLQB's locks (rank 15), as open_class takes them under it.
+__attribute__((constructor)) void install_fork_hooks() {
+    if (!platform::add_fork_hooks({12, [] { g_open_lock.lock(); }, [] { g_open_lock.unlock(); },
+                                   [] { g_open_lock.reset_after_fork(); }}))
+        platform::fatal("slabkit: cannot register kmalloc's fork hooks\n");
 }
 
 unsigned order_for(size_t size) {

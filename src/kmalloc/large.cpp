@@ -24,6 +24,13 @@ size_t slot_of(uintptr_t addr) {
     return static_cast<size_t>(((addr >> kPageShift) * 0x9e3779b97f4a7c15ull) >> 50) % kLargeMax;
 }
 
+// Fork: a leaf lock (no other slabkit lock is taken under it), taken last.
+__attribute__((constructor)) void install_fork_hooks() {
+    if (!platform::add_fork_hooks({30, [] { g_lock.lock(); }, [] { g_lock.unlock(); },
+                                   [] { g_lock.reset_after_fork(); }}))
+        platform::fatal("slabkit: cannot register the large-block table's fork hooks\n");
+}
+
 // Under g_lock: the entry holding addr, or nullptr.
 entry *find(uintptr_t addr) {
     for (size_t i = slot_of(addr), n = 0; n < kLargeMax; i = (i + 1) % kLargeMax, ++n) {
