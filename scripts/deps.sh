@@ -3,6 +3,8 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           googletest libgtest-dev libgmock-dev libbenchmark-dev python3
+          # pkg-config, for the installed-package test (tests/package)
+          pkgconf
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py
           libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
 missing=()
