@@ -43,7 +43,11 @@ typedef struct kmem_cache slabkit_cache;
 #define SLABKIT_GFP_ZERO 0x1u /* zero the memory */
 
 /* kmalloc(0) and friends return this pointer: never dereferenceable, accepted by kfree. */
+#ifdef __cplusplus
+#define SLABKIT_ZERO_SIZE_PTR (reinterpret_cast<void *>(16))
+#else
 #define SLABKIT_ZERO_SIZE_PTR ((void *)16)
+#endif
 /* Largest size kmalloc serves from caches; above it, pages (and above 4 MiB, the OS). */
 #define SLABKIT_KMALLOC_MAX_CACHE_SIZE 8192u
 /* Any node (allocation is served from the caller's node). */
@@ -81,7 +85,7 @@ SLABKIT_API size_t slabkit_cache_shrink(slabkit_cache *cache);
  * to them are not use-after-free; the cache is then unusable but its name is freed. */
 SLABKIT_API void slabkit_cache_destroy(slabkit_cache *cache);
 SLABKIT_API const char *slabkit_cache_name(const slabkit_cache *cache);
-/* The object size as created, and the usable size of each object (>= object size). */
+/* The object size as created. */
 SLABKIT_API size_t slabkit_cache_object_size(const slabkit_cache *cache);
 
 /* ---- kmalloc ------------------------------------------------------------------------------ */
