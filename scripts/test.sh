@@ -31,6 +31,11 @@ for preset in "${presets[@]}"; do
     failed=$((failed + BASH_REMATCH[1])); passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
   fi
   [ "$status" -ne 0 ] && failed_steps+=("$preset tests")
+  # The clang preset builds and runs the libFuzzer target (tests/fuzz, ctest entry api_fuzz, a
+  # bounded run over the seed corpus): it must not drop out silently.
+  if [ "$preset" = clang ] && ! grep -q 'Test *#[0-9]*: api_fuzz ' "$log"; then
+    failed_steps+=("clang: the fuzz target api_fuzz was not built")
+  fi
   rm -f "$log"
 done
 

@@ -39,6 +39,7 @@ inline std::string design_param_name(const ::testing::TestParamInfo<std::string>
     return info.param;
 }
 
+// The block holds the pattern of `id` in its first n bytes.
 inline ::testing::AssertionResult holds(const void *p, size_t n, uint64_t id) {
     size_t at = first_mismatch(p, n, id);
     if (at == n) return ::testing::AssertionSuccess();
@@ -86,6 +87,19 @@ inline uint64_t pages_in_use() {
 inline uint64_t trimmed_pages_in_use() {
     slabkit_trim();
     return pages_in_use();
+}
+
+// A thread's first use of a cache makes its per-slot structures (kept while the thread lives):
+// leak checks take their baseline after this thread has used every kmalloc class.
+inline void warm_up_kmalloc() {
+    for (size_t size = 8; size <= SLABKIT_KMALLOC_MAX_CACHE_SIZE; size += 8)
+        slabkit_kfree(slabkit_kmalloc(size, 0));
+}
+
+// The baseline of a leak check: pages in use after a warm-up and a trim.
+inline uint64_t baseline_pages_in_use() {
+    warm_up_kmalloc();
+    return trimmed_pages_in_use();
 }
 
 inline cache_stats_t stats_of(const slabkit_cache *c) {

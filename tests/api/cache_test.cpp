@@ -10,6 +10,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -533,6 +534,38 @@ TEST_P(Cache, AllocNodeOfANodeThatDoesNotExistFails) {
         if (p) slabkit_cache_free(c, p);
     }
     destroy(c);
+}
+
+// With SLABKIT_FAKE_NUMA=N (ctest: api_tests_fake_numa_2) nodes 0..N-1 exist and N does not.
+TEST_P(Cache, AllocNodeOnEveryFakeNode) {
+    const char *env = std::getenv("SLABKIT_FAKE_NUMA");
+    int nodes = env ? std::atoi(env) : 0;
+    if (nodes < 2) GTEST_SKIP() << "runs under SLABKIT_FAKE_NUMA=2 (ctest: api_tests_fake_numa_2)";
+    slabkit_cache *c = create(name("fake"), 72);
+    ASSERT_NE(c, nullptr);
+    std::vector<void *> objs;
+    for (int round = 0; round < 300; ++round)
+        for (int node = 0; node < nodes; ++node) {
+            void *p = slabkit_cache_alloc_node(c, 0, node);
+            ASSERT_NE(p, nullptr) << "node " << node;
+            fill(p, 72, objs.size());
+            objs.push_back(p);
+        }
+    EXPECT_EQ(slabkit_cache_alloc_node(c, 0, nodes), nullptr);
+    for (size_t i = 0; i < objs.size(); ++i) EXPECT_TRUE(holds(objs[i], 72, i));
+    // Freed by this thread and by another, whatever their node.
+    std::thread t([&] {
+        for (size_t i = 0; i < objs.size(); i += 2) slabkit_cache_free(c, objs[i]);
+    });
+    t.join();
+    for (size_t i = 1; i < objs.size(); i += 2) slabkit_cache_free(c, objs[i]);
+    for (int node = 0; node < nodes; ++node) {
+        void *p = slabkit_kmalloc_node(5000, 0, node);
+        ASSERT_NE(p, nullptr) << "node " << node;
+        slabkit_kfree(p);
+    }
+    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
+    EXPECT_EQ(stats_of(c).active_objects, 0u);
 }
 
 TEST_P(Cache, AllocNodeOfANegativeNodeOtherThanAnyFails) {

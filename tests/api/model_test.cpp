@@ -71,7 +71,7 @@ void run_model(const std::string &design, uint64_t seed, int steps) {
 
 TEST_P(Model, RandomOperationsAgainstTheModel) {
     size_t caches_before = slabkit_cache_count();
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     const int steps = 4000 / kScale;
     for (uint64_t seed : {1, 2, 3, 4, 5, 1234567}) {
         run_model(GetParam(), seed, steps);
@@ -83,7 +83,7 @@ TEST_P(Model, RandomOperationsAgainstTheModel) {
 // Long runs of one kind of operation: all allocations first, then all frees (queues and slabs
 // fill up and drain completely), with a trim in between.
 TEST_P(Model, FillAndDrainPhases) {
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     std::mt19937_64 rng(99);
     int failures = 0;
     {

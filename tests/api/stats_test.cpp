@@ -179,7 +179,7 @@ TEST_P(Stats, SlabinfoText) {
 TEST_P(Stats, PageStatsFollowSlabs) {
     constexpr size_t kSize = 2048;
     constexpr size_t kN = 1000;
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     slabkit_cache *c = create(name("pg"), kSize);
     ASSERT_NE(c, nullptr);
     std::vector<void *> objs;
@@ -206,7 +206,7 @@ SLABKIT_INSTANTIATE_FOR_DESIGNS(Stats);
 // ---- kmalloc and the page allocator (the process's design) -----------------------------------
 
 TEST(KmallocStats, LargeBlocksComeFromPagesAndTheOS) {
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     page_stats_t before = page_stats();
     void *mib = slabkit_kmalloc(1 << 20, 0);
     ASSERT_NE(mib, nullptr);

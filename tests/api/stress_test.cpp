@@ -149,7 +149,7 @@ TEST_P(Stress, ProducerConsumerRemoteFrees) {
             EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "size " << size;
         };
         run(200, false); // warm-up
-        uint64_t base = trimmed_pages_in_use();
+        uint64_t base = baseline_pages_in_use();
         run(20000 / kScale, true);
         EXPECT_TRUE(pages_back_to(base)) << "size " << size;
     }
@@ -163,7 +163,7 @@ TEST(KmallocStress, ProducerConsumerRemoteFrees) {
     };
     auto release = [](const item &it) { slabkit_kfree(it.p); };
     producer_consumer(2, 2, 500, alloc, release); // warm-up
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     pc_result r = producer_consumer(2, 2, 20000 / kScale, alloc, release);
     EXPECT_EQ(r.bad, 0u);
     EXPECT_EQ(r.allocated, static_cast<uint64_t>(2 * (20000 / kScale)));
@@ -316,11 +316,11 @@ TEST_P(Stress, ThreadChurn) {
         EXPECT_EQ(pl.bad.load(), 0u);
         destroy(c);
     }
-    uint64_t base = trimmed_pages_in_use();
+    uint64_t base = baseline_pages_in_use();
     slabkit_cache *c = create(name("churn"), kSize);
     ASSERT_NE(c, nullptr);
     pool pl;
-    churn_waves(c, kSize, &pl, 2400 / kScale, kWave);
+    churn_waves(c, kSize, &pl, 4000 / kScale, kWave);
     EXPECT_EQ(pl.bad.load(), 0u);
     drain_pool(c, &pl);
     EXPECT_EQ(pl.bad.load(), 0u);
