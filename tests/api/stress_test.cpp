@@ -15,9 +15,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -371,6 +373,126 @@ TEST_P(Stress, ObjectsOutliveTheirThreads) {
     EXPECT_EQ(slabkit_cache_shrink(c), 0u);
     EXPECT_EQ(stats_of(c).active_objects, 0u);
     destroy(c);
+}
+
+// A live thread freed objects (they wait on its slot's queue) and is blocked, not using the
+// cache, when the cache is destroyed: the freed objects are not leaks, and the thread carries on
+// safely afterwards.
+TEST_P(Stress, DestroyWhileAnotherLiveThreadHoldsFreedObjects) {
+    slabkit_cache *c = create(name("busyq"), 80);
+    ASSERT_NE(c, nullptr);
+    std::mutex mu;
+    std::condition_variable cv;
+    int stage = 0;
+    std::thread t([&] {
+        std::vector<void *> objs;
+        for (int i = 0; i < 50; ++i) objs.push_back(slabkit_cache_alloc(c, 0));
+        for (void *p : objs) slabkit_cache_free(c, p);
+        {
+            std::unique_lock<std::mutex> lock(mu);
+            stage = 1;
+            cv.notify_all();
+            cv.wait(lock, [&] { return stage == 2; });
+        }
+        // After the destroy: other caches and kmalloc still work from this thread.
+        for (int i = 0; i < 2000; ++i) {
+            void *p = slabkit_kmalloc(80, 0);
+            if (p) std::memset(p, 1, 80);
+            slabkit_kfree(p);
+        }
+        slabkit_trim();
+    });
+    {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stage == 1; });
+    }
+    ::testing::internal::CaptureStderr();
+    destroy(c);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.find("still allocated"), std::string::npos) << err;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        stage = 2;
+    }
+    cv.notify_all();
+    t.join();
+    slabkit_trim();
+    // The name is free again.
+    EXPECT_NE(create(name("busyq"), 80), nullptr);
+}
+
+// Threads race to create caches of the same names: exactly one creation of each name succeeds.
+TEST_P(Stress, ConcurrentCreateOfOneName) {
+    constexpr int kThreads = 6;
+    constexpr int kRounds = 60;
+    std::vector<std::vector<slabkit_cache *>> won(kThreads);
+    std::vector<std::thread> ts;
+    ::testing::internal::CaptureStderr();
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            for (int r = 0; r < kRounds; ++r) {
+                std::string nm = name("race" + std::to_string(r));
+                if (slabkit_cache *c =
+                        slabkit_cache_create_in(design(), nm.c_str(), 64, 0, 0, nullptr))
+                    won[static_cast<size_t>(t)].push_back(c);
+            }
+        });
+    for (std::thread &t : ts) t.join();
+    ::testing::internal::GetCapturedStderr();
+    std::set<std::string> names;
+    size_t total = 0;
+    for (auto &v : won)
+        for (slabkit_cache *c : v) {
+            ++total;
+            names.insert(slabkit_cache_name(c));
+            void *p = slabkit_cache_alloc(c, 0);
+            EXPECT_NE(p, nullptr);
+            slabkit_cache_free(c, p);
+            slabkit_cache_destroy(c);
+        }
+    EXPECT_EQ(total, static_cast<size_t>(kRounds));
+    EXPECT_EQ(names.size(), static_cast<size_t>(kRounds));
+}
+
+// Statistics and slabinfo read while other threads create, use and destroy caches.
+TEST_P(Stress, StatisticsWhileCachesComeAndGo) {
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> bad{0};
+    std::thread reader([&] {
+        std::vector<cache_stats_t> all(64);
+        while (!stop.load()) {
+            std::string text = slabinfo_text();
+            if (text.rfind("slabinfo - version: 2.1\n", 0) != 0) bad.fetch_add(1);
+            size_t n = slabkit_stats(all.data(), all.size());
+            for (size_t i = 0; i < n && i < all.size(); ++i) {
+                if (std::memchr(all[i].name, 0, sizeof all[i].name) == nullptr) bad.fetch_add(1);
+                if (all[i].active_objects > all[i].objects + 100000) bad.fetch_add(1);
+            }
+            page_stats_t ps = page_stats();
+            if (ps.pages_in_use > ps.reserved_bytes / 4096) bad.fetch_add(1);
+        }
+    });
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; ++t)
+        ts.emplace_back([&, t] {
+            for (int r = 0; r < 200 / kScale; ++r) {
+                std::string nm = name("cg" + std::to_string(t) + "-" + std::to_string(r));
+                slabkit_cache *c = slabkit_cache_create_in(
+                    design(), nm.c_str(), static_cast<size_t>(16 + 8 * r), 0, 0, nullptr);
+                if (!c) {
+                    bad.fetch_add(1);
+                    continue;
+                }
+                std::vector<void *> objs;
+                for (int i = 0; i < 100; ++i) objs.push_back(slabkit_cache_alloc(c, 0));
+                for (void *p : objs) slabkit_cache_free(c, p);
+                slabkit_cache_destroy(c);
+            }
+        });
+    for (std::thread &t : ts) t.join();
+    stop.store(true);
+    reader.join();
+    EXPECT_EQ(bad.load(), 0u);
 }
 
 SLABKIT_INSTANTIATE_FOR_DESIGNS(Stress);
