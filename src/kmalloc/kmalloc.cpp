@@ -136,8 +136,9 @@ void *realloc(design d, void *p, size_t size, bool zero) {
         report_bad_free("krealloc", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
         return nullptr;
     }
-    bool slab = size <= kMaxCacheSize && have <= kMaxCacheSize;
-    if (size <= have && (slab || size > have / 2)) return p;
+    // In place whenever the block holds the new size, shrinking included (the kernel's rule; a
+    // shrunk page or OS block keeps its pages until it is freed).
+    if (size <= have) return p;
     void *q = alloc(d, size, false, kAnyNode);
     if (!q) return nullptr;
     memcpy(q, p, have < size ? have : size);

@@ -64,8 +64,8 @@ SLABKIT_ALWAYS_INLINE void free(void *p) {
 }
 
 size_t usable_size(const void *p);
-// Resizes in place when the block can hold `size` (and, for page and OS blocks, would not waste
-// more than half); otherwise allocates, copies and frees. nullptr (p untouched) on failure.
+// Resizes in place when the block can hold `size` (shrinking included, as the kernel's krealloc);
+// otherwise allocates, copies and frees. nullptr (p untouched) on failure.
 void *realloc(design d, void *p, size_t size, bool zero);
 
 } // namespace slabkit::kmalloc
