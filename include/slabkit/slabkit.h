@@ -85,6 +85,11 @@ SLABKIT_API size_t slabkit_cache_shrink(slabkit_cache *cache);
  * to them are not use-after-free; the cache is then unusable but its name is freed. */
 SLABKIT_API void slabkit_cache_destroy(slabkit_cache *cache);
 SLABKIT_API const char *slabkit_cache_name(const slabkit_cache *cache);
+/* Sets one of the cache's tunables, as the kernel's sysfs files did: "order" (the slab order;
+ * only while the cache holds no slab, e.g. right after creation or after a shrink that freed
+ * everything), and for SLQB "hiwater" and "freebatch" (1 <= freebatch <= hiwater + 1). Returns 0,
+ * or -1 with a line on stderr naming the cache, the tunable and what was wrong. */
+SLABKIT_API int slabkit_cache_tune(slabkit_cache *cache, const char *tunable, unsigned long value);
 /* The object size as created. */
 SLABKIT_API size_t slabkit_cache_object_size(const slabkit_cache *cache);
 

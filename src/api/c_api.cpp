@@ -170,6 +170,33 @@ const char *slabkit_cache_name(const slabkit_cache *c) {
     return to_cache(c)->name;
 }
 
+int slabkit_cache_tune(slabkit_cache *c, const char *tunable, unsigned long value) {
+    slqb::slqb_cache *s = as_slqb(c);
+    const char *why = nullptr;
+    bool ok = false;
+    if (!tunable) {
+        why = "no tunable named";
+    } else if (strcmp(tunable, "order") == 0) {
+        ok = slqb::set_order(s, value > UINT32_MAX ? UINT32_MAX : static_cast<unsigned>(value),
+                             &why);
+    } else if (strcmp(tunable, "hiwater") == 0 || strcmp(tunable, "freebatch") == 0) {
+        bool hi = tunable[0] == 'h';
+        if (value > UINT32_MAX) {
+            why = "the value is too large";
+        } else {
+            uint32_t v = static_cast<uint32_t>(value);
+            ok = hi ? slqb::tune(s, v, s->freebatch) : slqb::tune(s, s->hiwater, v);
+            if (!ok) why = "freebatch must be at least 1 and at most hiwater + 1";
+        }
+    } else {
+        why = "unknown tunable (SLQB has order, hiwater, freebatch)";
+    }
+    if (ok) return 0;
+    report("slabkit_cache_tune(%s, %s, %lu): %s", s->name, tunable ? tunable : "(null)", value,
+           why);
+    return -1;
+}
+
 size_t slabkit_cache_object_size(const slabkit_cache *c) {
     return to_cache(c)->object_size;
 }

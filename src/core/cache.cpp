@@ -112,6 +112,22 @@ void compute_layout(cache *c, const order_policy &policy) {
     c->size_limit = UINT64_MAX / size;
 }
 
+bool set_slab_order(cache *c, unsigned order, const char **why) {
+    if (order > kMaxOrder) {
+        *why = "the order is above the page allocator's largest (10)";
+        return false;
+    }
+    size_t slab = kPageSize << order;
+    if (slab / c->size == 0) {
+        *why = "a slab of that order cannot hold one object";
+        return false;
+    }
+    c->order = static_cast<uint8_t>(order);
+    c->objects = static_cast<uint32_t>(slab / c->size);
+    c->colour_range = static_cast<uint32_t>(slab - c->objects * c->size);
+    return true;
+}
+
 void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner) {
     pg->owner = c;
     pg->priv[1] = list_owner;

@@ -127,6 +127,10 @@ struct order_policy {
 // division constants) from its object_size, align, flags and ctor.
 void compute_layout(cache *c, const order_policy &policy);
 
+// Sets the slab order of c (only while it holds no slab): false, with *why set, when the order
+// is above kMaxOrder or its slabs could not hold one object.
+bool set_slab_order(cache *c, unsigned order, const char **why);
+
 // ---- slab pages ---------------------------------------------------------------------------
 
 inline constexpr uint32_t PG_slab_flag = PG_slab;

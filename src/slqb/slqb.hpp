@@ -161,6 +161,9 @@ bool open_static(slqb_cache *s, std::atomic<slqb_cpu *> *cpu_slab, const cache_a
                  const char **why);
 // Sets hiwater/freebatch (1 <= freebatch <= hiwater + 1); false when out of range.
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch);
+// Changes the slab order. The cache must hold no slab (shrink first) and no thread may use it
+// meanwhile; false with *why set otherwise.
+bool set_order(slqb_cache *s, unsigned order, const char **why);
 // Drains the slots that no thread has held for decay_ms, in every SLQB cache (rate-limited).
 void trim_idle_slots();
 // Flushes the caller's and idle slots in every SLQB cache.

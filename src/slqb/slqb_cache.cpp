@@ -397,6 +397,19 @@ uint64_t frees_of(const slqb_list *l) {
     return frees > 0 ? static_cast<uint64_t>(frees) : 0; // a racing read can undershoot
 }
 
+bool set_order(slqb_cache *s, unsigned order, const char **why) {
+    uint64_t slabs = 0;
+    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) {
+        slabs += l->nr_slabs.load(std::memory_order_relaxed);
+    });
+    if (slabs) {
+        *why = "the cache holds slabs: its order can change only while it is empty (shrink it "
+               "first)";
+        return false;
+    }
+    return set_slab_order(s, order, why);
+}
+
 void gather_stats(slqb_cache *s, stats_totals *out) {
     *out = stats_totals{};
     for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = s->shared_stats[i].get();

@@ -109,6 +109,43 @@ TEST_P(Cache, CreateInAnUnknownDesignFails) {
     EXPECT_EQ(d, nullptr);
 }
 
+// "order" is every design's tunable: it takes effect for new slabs of an empty cache.
+TEST_P(Cache, OrderTunableChangesTheSlabsOfAnEmptyCache) {
+    slabkit_cache *c = create(name("order"), 200);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(stats_of(c).order, 0u);
+    ASSERT_EQ(slabkit_cache_tune(c, "order", 2), 0);
+    cache_stats_t st = stats_of(c);
+    EXPECT_EQ(st.order, 2u);
+    EXPECT_EQ(st.objects_per_slab, (4096u << 2) / st.slot_size);
+    std::vector<void *> objs;
+    for (int i = 0; i < 100; ++i) objs.push_back(slabkit_cache_alloc(c, 0));
+    EXPECT_EQ(stats_of(c).objects % st.objects_per_slab, 0u);
+    // While it holds slabs the order stays; after everything is back it can change again.
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(slabkit_cache_tune(c, "order", 0), -1);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(name("order")), std::string::npos) << err;
+    EXPECT_NE(err.find("empty"), std::string::npos) << err;
+    for (void *p : objs) slabkit_cache_free(c, p);
+    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
+    EXPECT_EQ(slabkit_cache_tune(c, "order", 0), 0);
+    EXPECT_EQ(stats_of(c).order, 0u);
+}
+
+TEST_P(Cache, BadTunablesAreRefusedWithTheirName) {
+    slabkit_cache *c = create(name("tune"), 64);
+    ASSERT_NE(c, nullptr);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(slabkit_cache_tune(c, "no-such-knob", 1), -1);
+    EXPECT_EQ(slabkit_cache_tune(c, nullptr, 1), -1);
+    EXPECT_EQ(slabkit_cache_tune(c, "order", 11), -1);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("no-such-knob"), std::string::npos) << err;
+    EXPECT_NE(err.find(name("tune")), std::string::npos) << err;
+    EXPECT_EQ(stats_of(c).order, 0u);
+}
+
 TEST_P(Cache, DestroyOfNullDoesNothing) {
     slabkit_cache_destroy(nullptr);
 }
@@ -714,6 +751,43 @@ TEST_P(Cache, TrimAndShrinkFromThreadsThatNeverAllocated) {
 }
 
 SLABKIT_INSTANTIATE_FOR_DESIGNS(Cache);
+
+} // namespace
+} // namespace slabkit::apitest
+
+namespace slabkit::apitest {
+namespace {
+
+// SLQB's own tunables, through the public API.
+TEST(SlqbTunables, HiwaterAndFreebatch) {
+    slabkit_cache *c = slabkit_cache_create_in("slqb", "tunables-slqb", 64, 0, 0, nullptr);
+    ASSERT_NE(c, nullptr);
+    // freebatch first: it must stay within hiwater + 1 at every step.
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(slabkit_cache_tune(c, "hiwater", 32), -1); // freebatch (256) > 33
+    ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(slabkit_cache_tune(c, "freebatch", 8), 0);
+    EXPECT_EQ(slabkit_cache_tune(c, "hiwater", 32), 0);
+    slabkit_cache_stats st;
+    slabkit_get_cache_stats(c, &st);
+    EXPECT_EQ(st.hiwater, 32u);
+    EXPECT_EQ(st.freebatch, 8u);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(slabkit_cache_tune(c, "freebatch", 34), -1); // above hiwater + 1
+    EXPECT_EQ(slabkit_cache_tune(c, "freebatch", 0), -1);
+    EXPECT_EQ(slabkit_cache_tune(c, "hiwater", 1ul << 40), -1);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("freebatch"), std::string::npos) << err;
+    slabkit_get_cache_stats(c, &st);
+    EXPECT_EQ(st.freebatch, 8u);
+    // The queue now flushes past 32 objects: after 100 frees at most 32 stay queued.
+    std::vector<void *> objs;
+    for (int i = 0; i < 100; ++i) objs.push_back(slabkit_cache_alloc(c, 0));
+    for (void *p : objs) slabkit_cache_free(c, p);
+    slabkit_get_cache_stats(c, &st);
+    EXPECT_LE(st.queued_objects, 32u);
+    slabkit_cache_destroy(c);
+}
 
 } // namespace
 } // namespace slabkit::apitest

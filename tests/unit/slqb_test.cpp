@@ -119,6 +119,24 @@ TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
     free(s, p);
 }
 
+TEST_F(Slqb, OrderCanChangeOnlyWhileEmpty) {
+    slqb_cache *s = make("slqb-order", 1000);
+    const char *why = nullptr;
+    ASSERT_TRUE(set_order(s, 1, &why));
+    EXPECT_EQ(s->objects, 8u);
+    void *p = alloc(s);
+    EXPECT_EQ(virt_to_head_page(p)->order(), 1u);
+    EXPECT_FALSE(set_order(s, 0, &why));
+    EXPECT_NE(std::string(why).find("empty"), std::string::npos);
+    free(s, p);
+    EXPECT_EQ(shrink(s), 0u);
+    EXPECT_TRUE(set_order(s, 0, &why));
+    EXPECT_FALSE(set_order(s, kMaxOrder + 1, &why));
+    slqb_cache *big = make("slqb-order-big", 5000);
+    EXPECT_FALSE(set_order(big, 0, &why)); // 5000 bytes do not fit a 4 KiB slab
+    EXPECT_TRUE(valid(s));
+}
+
 TEST_F(Slqb, FullInboxMakesRemoteFreesSynchronous) {
     slqb_cache *s = make("slqb-sync", 64);
     ASSERT_TRUE(tune(s, 8, 4));
