@@ -38,6 +38,26 @@ static void *queue_pop(slqb_cache *s, kmlist &q) {
     return obj;
 }
 
+// One object from list l's own sources, in SLQB's order: its queue; its inbox, claimed when
+// flagged; one object from its first partial slab. The caller serialises the queue (it is the
+// slot's owner, c, or holds the node's list_lock, c == nullptr).
+static void *get_object(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
+    void *obj = queue_pop(s, l->freelist);
+    if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
+        claim_remote_list(s, l);
+        if (c && l->freelist.count() > s->hiwater) flush_free_list(s, c);
+        obj = queue_pop(s, l->freelist);
+    }
+    if (!obj) {
+        {
+            platform::lock_guard guard(l->page_lock);
+            obj = take_from_partial(s, l);
+        }
+        if (obj) count(l, ALLOC_SLAB_FILL);
+    }
+    return obj;
+}
+
 // A new slab for list l (on l's node if it can be had, else wherever the page allocator finds
 // one: then the slab joins that node's list), and one object from it.
 static void *alloc_from_new_slab(slqb_cache *s, slqb_list *l, slqb_cpu *c, bool this_node) {
@@ -74,26 +94,16 @@ static void *alloc_from_new_slab(slqb_cache *s, slqb_list *l, slqb_cpu *c, bool 
 static void *node_alloc(slqb_cache *s, unsigned node) {
     slqb_node *n = s->node_slab[node];
     slqb_list *l = &n->list;
-    slqb_list *actor = l;
-    void *obj = nullptr;
+    void *obj;
     {
         platform::lock_guard guard(n->list_lock);
-        obj = queue_pop(s, l->freelist);
-        if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
-            claim_remote_list(s, l);
-            obj = queue_pop(s, l->freelist);
-        }
-        if (!obj) {
-            platform::lock_guard pages(l->page_lock);
-            obj = take_from_partial(s, l);
-            if (obj) count(actor, ALLOC_SLAB_FILL);
-        }
+        obj = get_object(s, l, nullptr);
     }
     if (!obj) {
         obj = alloc_from_new_slab(s, l, nullptr, false);
-        if (obj) count(actor, ALLOC_SLAB_NEW);
+        if (obj) count(l, ALLOC_SLAB_NEW);
     }
-    if (obj) count(actor, ALLOC);
+    if (obj) count(l, ALLOC);
     return obj;
 }
 
@@ -139,19 +149,7 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
             c->shrink_seen = gen;
             flush_cpu(s, c);
         }
-        obj = queue_pop(s, l->freelist);
-        if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
-            claim_remote_list(s, l);
-            if (l->freelist.count() > s->hiwater) flush_free_list(s, c);
-            obj = queue_pop(s, l->freelist);
-        }
-        if (!obj) {
-            {
-                platform::lock_guard guard(l->page_lock);
-                obj = take_from_partial(s, l);
-            }
-            if (obj) count(l, ALLOC_SLAB_FILL);
-        }
+        obj = get_object(s, l, c);
         if (!obj) {
             trim_idle_slots();
             obj = alloc_from_new_slab(s, l, c, false);
