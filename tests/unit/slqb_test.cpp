@@ -108,7 +108,9 @@ TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
         for (void *p : objs) free(s, p);
     }).join();
     stats_totals t = totals(s);
-    EXPECT_GT(t.counters[FLUSH_FREE_LIST_REMOTE], 0u);
+    // Same node: through the freeing slot's queue, then its outbox. With fake NUMA the freeing
+    // thread may sit on the other node: then straight to the outbox (FREE_REMOTE).
+    EXPECT_GT(t.counters[FLUSH_FREE_LIST_REMOTE] + t.counters[FREE_REMOTE], 0u);
     EXPECT_GT(t.counters[FLUSH_RFREE_LIST], 0u);
     EXPECT_TRUE(valid(s));
     // This thread's queue is empty and its inbox is flagged: the next allocation claims it.
