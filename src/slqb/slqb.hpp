@@ -121,6 +121,7 @@ struct alignas(kCacheLine) slqb_cpu {
     kmlist rlist;                      // the outbox
     slqb_list *rlist_target = nullptr; // whose slabs the outbox holds objects of
     uint64_t shrink_seen = 0;          // last cache shrink generation this slot honoured
+    uint64_t trim_seen = 0;            // last trimmer epoch this slot honoured
 };
 
 struct alignas(kCacheLine) slqb_node {
@@ -164,8 +165,14 @@ bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch);
 // Changes the slab order. The cache must hold no slab (shrink first) and no thread may use it
 // meanwhile; false with *why set otherwise.
 bool set_order(slqb_cache *s, unsigned order, const char **why);
-// Drains the slots that no thread has held for decay_ms, in every SLQB cache (rate-limited).
-void trim_idle_slots();
+// The trimmer, run from the new-slab slow path at most every decay_ms/2 (there is no timer
+// thread): drains the slots that no thread has held for decay_ms, in every SLQB cache, and
+// moves the trim epoch, so that each live slot, at its next allocation slow path in a cache,
+// claims its inbox and gives back one batch of its queue and its outbox - what SLQB's per-CPU
+// trimmer did every ~3 s.
+// `force` skips the rate limit (tests).
+void trim_idle_slots(bool force = false);
+uint64_t trim_epoch();
 // Flushes the caller's and idle slots in every SLQB cache.
 void trim_all();
 

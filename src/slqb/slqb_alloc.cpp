@@ -24,6 +24,7 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     c = new (mem) slqb_cpu();
     init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
     c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
+    c->trim_seen = trim_epoch();
     s->cpu_slab[slot].store(c, std::memory_order_release);
     return c;
 }
@@ -144,10 +145,16 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     } else {
         slqb_list *l = &c->list;
         uint64_t gen = s->shrink_gen.load(std::memory_order_relaxed);
+        uint64_t epoch = trim_epoch();
         if (SLABKIT_UNLIKELY(gen != c->shrink_seen)) {
             // A shrink asked every slot to give back what it parks.
             c->shrink_seen = gen;
+            c->trim_seen = epoch;
             flush_cpu(s, c);
+        } else if (SLABKIT_UNLIKELY(epoch != c->trim_seen)) {
+            // The trimmer ran (SLQB's per-CPU trimmer, every few seconds): give back one batch.
+            c->trim_seen = epoch;
+            trim_cpu(s, c);
         }
         obj = get_object(s, l, c);
         if (!obj) {

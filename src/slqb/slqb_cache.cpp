@@ -346,19 +346,26 @@ void shrink_cb(cache *c, void *) {
         shrink_lists(static_cast<slqb_cache *>(c));
 }
 std::atomic<uint64_t> g_next_trim_ms{0};
+std::atomic<uint64_t> g_trim_epoch{0};
 } // namespace
 
-void trim_idle_slots() {
+void trim_idle_slots(bool force) {
     uint64_t now = platform::now_coarse_ms();
     uint64_t next = g_next_trim_ms.load(std::memory_order_relaxed);
-    if (now < next) return;
+    if (now < next && !force) return;
     unsigned decay = page_allocator::global().settings().decay_ms;
     if (!g_next_trim_ms.compare_exchange_strong(next, now + (decay ? decay / 2 : 500),
-                                                std::memory_order_relaxed))
+                                                std::memory_order_relaxed) &&
+        !force)
         return;
+    g_trim_epoch.fetch_add(1, std::memory_order_relaxed);
     deferred_release defer;
     slots::for_each_idle_since(now > decay ? now - decay : 0, flush_idle_slot_all_caches,
                                kFreeEmpty);
+}
+
+uint64_t trim_epoch() {
+    return g_trim_epoch.load(std::memory_order_relaxed);
 }
 
 void trim_all() {

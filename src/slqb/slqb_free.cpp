@@ -258,6 +258,12 @@ void flush_cpu(slqb_cache *s, slqb_cpu *c) {
     flush_remote(s, c);
 }
 
+void trim_cpu(slqb_cache *s, slqb_cpu *c) {
+    claim_remote_list(s, &c->list);
+    flush_free_list(s, c);
+    flush_remote(s, c);
+}
+
 void free_slow(slqb_cache *s, page *pg, void *obj) {
     unsigned slot = slots::current();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);

@@ -56,6 +56,8 @@ void flush_remote(slqb_cache *s, slqb_cpu *c);
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c);
 // Everything a slot holds for cache s: its inbox, its queue, its outbox.
 void flush_cpu(slqb_cache *s, slqb_cpu *c);
+// The trimmer's share: the inbox (flagged or not), one batch of the queue, the outbox.
+void trim_cpu(slqb_cache *s, slqb_cpu *c);
 
 // Counting: a slot's counters have one writer; node lists' several.
 inline void count(slqb_list *l, stat_item item, uint64_t n = 1) {

@@ -1,7 +1,7 @@
 // SLQB internals: the queue, inbox and outbox flows, the synchronous remote path, node lists,
 // idle-slot trims, destroy with leaks, and the invariant checker after each phase.
 #include "page/page_allocator.hpp"
-#include "slqb/slqb.hpp"
+#include "slqb/slqb_internal.hpp"
 
 #include <gtest/gtest.h>
 
@@ -155,6 +155,33 @@ TEST_F(Slqb, FullInboxMakesRemoteFreesSynchronous) {
     // emptying them.
     EXPECT_LE(t.queued, 8u + 4u + 4u + 8u);
     EXPECT_GT(t.counters[FLUSH_SLAB_FREE], 0u);
+}
+
+TEST_F(Slqb, TrimmerMakesLiveSlotsClaimUnflaggedInboxes) {
+    slqb_cache *s = make("slqb-trimmer", 64);
+    const uint32_t k = s->freebatch / 2; // below freebatch: the inbox will not be flagged
+    std::vector<void *> objs(k);
+    for (auto &p : objs) p = alloc(s);
+    void *keep = alloc(s); // keeps a partial slab for the next allocation
+    std::thread([&] {
+        for (void *p : objs) free(s, p);
+        // This thread's queue -> its outbox -> the first thread's inbox, unflagged.
+        flush_cpu(s, s->cpu_slab[slots::current()].load());
+    }).join();
+    slqb_cpu *me = s->cpu_slab[slots::current()].load();
+    ASSERT_EQ(me->list.inbox.count(), k);
+    EXPECT_FALSE(me->list.remote_free_check.load());
+    uint64_t claims = totals(s).counters[CLAIM_REMOTE_LIST];
+    void *a = alloc(s); // queue empty, inbox unflagged: served from the partial slab
+    EXPECT_EQ(totals(s).counters[CLAIM_REMOTE_LIST], claims);
+    trim_idle_slots(true); // the trimmer runs: the next slow path claims the inbox anyway
+    void *b = alloc(s);
+    EXPECT_EQ(totals(s).counters[CLAIM_REMOTE_LIST], claims + 1);
+    EXPECT_EQ(me->list.inbox.count(), 0u);
+    free(s, a);
+    free(s, b);
+    free(s, keep);
+    EXPECT_TRUE(valid(s));
 }
 
 TEST_F(Slqb, IdleSlotsAreDrainedByTrim) {
