@@ -27,7 +27,7 @@ const char *const kClassNames[kNrClasses] = {
     "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
     "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
 
-std::atomic<slqb::slqb_cpu *> g_slqb_cpu_slab[kNrClasses][kMaxSlots];
+std::atomic<slqb::slqb_cpu *> g_slqb_cpu_slab[kNrClasses][kMaxSlots + 1];
 platform::mutex g_open_lock;
 
 size_t class_align(size_t size) {

@@ -13,6 +13,8 @@ namespace slabkit::slots {
 namespace detail {
 // kMaxSlots + 1: never assigned yet. kNoSlot: none to be had (exhausted, or exiting).
 constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
+// The slot as an array index: tls_slot while it is a slot, else kMaxSlots (see index()).
+constinit thread_local unsigned tls_index SLABKIT_TLS = kMaxSlots;
 } // namespace detail
 
 namespace {
@@ -31,6 +33,7 @@ std::atomic<unsigned> g_release_hook_count{0};
 void on_thread_exit() {
     unsigned slot = detail::tls_slot;
     detail::tls_slot = kNoSlot;
+    detail::tls_index = kMaxSlots;
     if (slot >= kMaxSlots) return;
     unsigned n = g_release_hook_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) g_release_hooks[i](slot);
@@ -96,6 +99,7 @@ unsigned acquire() {
         }
     }
     tls_slot = slot; // kNoSlot when exhausted: this thread stays on the locked paths
+    tls_index = slot == kNoSlot ? kMaxSlots : slot;
     if (slot != kNoSlot) platform::arm_thread_exit();
     return slot;
 }

@@ -26,8 +26,17 @@ namespace slots {
 namespace detail {
 // constinit: no dynamic initialisation, so no TLS wrapper call on every access.
 extern constinit thread_local unsigned tls_slot SLABKIT_TLS;
+extern constinit thread_local unsigned tls_index SLABKIT_TLS; // tls_slot, or kMaxSlots
 unsigned acquire();
 } // namespace detail
+
+// The calling thread's slot, or kMaxSlots when it has none (yet): never a slot any thread
+// holds. Per-slot arrays that fast paths index with it have kMaxSlots + 1 entries, the last
+// always empty, so the fast path needs no range check - an empty entry sends it to its slow
+// path, which calls current(). One load.
+SLABKIT_ALWAYS_INLINE unsigned index() {
+    return detail::tls_index;
+}
 
 // The calling thread's slot, or kNoSlot (see above). A load and a compare when already assigned.
 SLABKIT_ALWAYS_INLINE unsigned current() {

@@ -132,8 +132,9 @@ struct alignas(kCacheLine) slqb_node {
 struct slqb_cache : cache {
     uint32_t hiwater = 0;
     uint32_t freebatch = 0;
-    // kMaxSlots pointers, each made on its slot's first use (by the slot's owner; others read
-    // them for statistics and trims, hence atomic; the fast path's relaxed load is a plain one).
+    // kMaxSlots + 1 pointers (the last, for slots::index()'s "no slot", always null), each made
+    // on its slot's first use (by the slot's owner; others read them for statistics and trims,
+    // hence atomic; the fast path's relaxed load is a plain one).
     std::atomic<slqb_cpu *> *cpu_slab = nullptr;
     slqb_node *node_slab[platform::kMaxNodes] = {};
     unsigned nr_nodes = 1;
@@ -156,7 +157,7 @@ void destroy(slqb_cache *s);
 // Flushes the caller's and idle slots' queues and the node lists; asks other slots to flush at
 // their next slow path. Returns the slabs the cache still holds.
 size_t shrink(slqb_cache *s);
-// Makes a static cache usable (kmalloc caches): its descriptor and its kMaxSlots-long per-slot
+// Makes a static cache usable (kmalloc caches): its descriptor and its kMaxSlots + 1 long per-slot
 // pointer array are the caller's static objects; nothing is allocated.
 bool open_static(slqb_cache *s, std::atomic<slqb_cpu *> *cpu_slab, const cache_args &args,
                  const char **why);
@@ -203,19 +204,16 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
 SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
-    unsigned slot = slots::current_if_any();
-    if (SLABKIT_LIKELY(slot != kNoSlot)) {
-        slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
-        if (SLABKIT_LIKELY(c != nullptr)) {
-            slqb_list &l = c->list;
-            void *obj = l.freelist.head;
-            if (SLABKIT_LIKELY(obj != nullptr && !zero)) {
-                // The pop touches only this slot's list and the object itself.
-                l.freelist.head = get_freepointer(s, obj);
-                l.freelist.set_count(l.freelist.count() - 1);
-                l.stats[ALLOC].add();
-                return obj;
-            }
+    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        slqb_list &l = c->list;
+        void *obj = l.freelist.head;
+        if (SLABKIT_LIKELY(obj != nullptr && !zero)) {
+            // The pop touches only this slot's list and the object itself.
+            l.freelist.head = get_freepointer(s, obj);
+            l.freelist.set_count(l.freelist.count() - 1);
+            l.stats[ALLOC].add();
+            return obj;
         }
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
@@ -223,21 +221,18 @@ SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
 
 // Frees obj, whose slab page pg the caller found to be one of s's (object start checked).
 SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
-    unsigned slot = slots::current_if_any();
-    if (SLABKIT_LIKELY(slot != kNoSlot)) {
-        slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_relaxed);
-        // Same node (always, with one node): the object joins this slot's queue, whoever owns
-        // its slab, so a producer/consumer pair never touches the producer's structures.
-        if (SLABKIT_LIKELY(c != nullptr) &&
-            SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node)) {
-            slqb_list &l = c->list;
-            set_freepointer(s, obj, l.freelist.head);
-            l.freelist.head = obj;
-            uint32_t nr = l.freelist.count() + 1;
-            l.freelist.set_count(nr);
-            if (SLABKIT_UNLIKELY(nr > s->hiwater)) return flush_free_list(s, c);
-            return;
-        }
+    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    // Same node (always, with one node): the object joins this slot's queue, whoever owns its
+    // slab, so a producer/consumer pair never touches the producer's structures.
+    if (SLABKIT_LIKELY(c != nullptr) &&
+        SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node)) {
+        slqb_list &l = c->list;
+        set_freepointer(s, obj, l.freelist.head);
+        l.freelist.head = obj;
+        uint32_t nr = l.freelist.count() + 1;
+        l.freelist.set_count(nr);
+        if (SLABKIT_UNLIKELY(nr > s->hiwater)) return flush_free_list(s, c);
+        return;
     }
     return free_slow(s, pg, obj);
 }

@@ -31,6 +31,11 @@ const char *const kStatNames[NR_STATS] = {
 // smallest order that holds an object.
 static constexpr order_policy kPolicy{0, 1, 4, 1};
 
+// The per-slot pointer array of a created cache: kMaxSlots + 1 pointers, just over 8 KiB, so an
+// order-2 block; only the pages a slot touches become resident (the last entry's page is read,
+// never written).
+static constexpr unsigned kCpuSlabOrder = 2;
+
 // ---- the bootstrap: three caches whose own structures are static ---------------------------
 //
 // "kmem_cache" holds cache descriptors, "kmem_cache_cpu" per-slot structures, "kmem_cache_node"
@@ -44,7 +49,7 @@ const char *const kMetaNames[kNrMeta] = {"kmem_cache", "kmem_cache_cpu", "kmem_c
 const size_t kMetaSizes[kNrMeta] = {sizeof(slqb_cache), sizeof(slqb_cpu), sizeof(slqb_node)};
 
 slqb_cache g_meta[kNrMeta];
-std::atomic<slqb_cpu *> g_meta_cpu_slab[kNrMeta][kMaxSlots];
+std::atomic<slqb_cpu *> g_meta_cpu_slab[kNrMeta][kMaxSlots + 1];
 slqb_cpu g_meta_cpus[kNrMeta][kMaxSlots];
 slqb_node g_meta_nodes[kNrMeta][platform::kMaxNodes];
 
@@ -130,7 +135,7 @@ static void free_structures(slqb_cache *s) {
         free_shared(&node_cache(), s->node_slab[n]);
         s->node_slab[n] = nullptr;
     }
-    page_allocator::global().free(s->cpu_slab, 1);
+    page_allocator::global().free(s->cpu_slab, kCpuSlabOrder);
     s->cpu_slab = nullptr;
 }
 
@@ -164,9 +169,10 @@ slqb_cache *create(const cache_args &args, const char **why) {
     }
     slqb_cache *s = new (mem) slqb_cache();
     setup_common(s, args);
-    static_assert(kMaxSlots * sizeof(void *) == kPageSize << 1, "pointer array is order 1");
-    s->cpu_slab =
-        static_cast<std::atomic<slqb_cpu *> *>(page_allocator::global().alloc(1, kAnyNode, kZero));
+    static_assert((kMaxSlots + 1) * sizeof(void *) <= kPageSize << kCpuSlabOrder,
+                  "the per-slot pointer array fits its block");
+    s->cpu_slab = static_cast<std::atomic<slqb_cpu *> *>(
+        page_allocator::global().alloc(kCpuSlabOrder, kAnyNode, kZero));
     if (!s->cpu_slab || !make_nodes(s)) {
         if (why) *why = "out of memory for the per-slot and per-node structures";
         if (s->cpu_slab) free_structures(s);
