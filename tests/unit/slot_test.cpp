@@ -132,6 +132,19 @@ TEST(SlotCurrent, StableWithinAThreadAndInRange) {
     EXPECT_FALSE(slots::owned(kNoSlot));
 }
 
+TEST(SlotCurrent, IndexIsTheSlotOrKMaxSlots) {
+    unsigned before = kNoSlot, after = kNoSlot, slot = kNoSlot;
+    std::thread([&] {
+        before = slots::index(); // a new thread has no slot yet
+        slot = slots::current();
+        after = slots::index();
+    }).join();
+    EXPECT_EQ(before, kMaxSlots);
+    ASSERT_LT(slot, kMaxSlots);
+    EXPECT_EQ(after, slot);
+    EXPECT_EQ(slots::index(), slots::current());
+}
+
 TEST(SlotCurrent, LiveThreadsGetDistinctLowestFreeSlots) {
     const unsigned base = slots::in_use();
     const std::vector<unsigned> expected = lowest_free(4);
