@@ -64,6 +64,10 @@ def parse_args():
     ap.add_argument("--repetitions", type=int, default=None,
                     help="interleaved rounds of every process; the median is shown "
                          "(default 3; 1 with --quick)")
+    ap.add_argument("--stat", choices=("median", "best"), default="median",
+                    help="what the tables show of the rounds: their median, or the best round "
+                         "(least time, most throughput; steadier than the median on a machine "
+                         "whose load comes and goes) (default: %(default)s)")
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
                     help="object sizes in bytes, comma-separated (default: %(default)s)")
     ap.add_argument("--peers", default=",".join(PRELOAD),
@@ -222,8 +226,16 @@ def fmt_ratio(r):
     return "-" if r is None else f"{r:.2f}x"
 
 
-def medians(row):
-    return {c: (statistics.median(row[c]) if row.get(c) else None) for c in COLUMNS}
+STAT = "median"
+
+
+def medians(row, lower_is_better=True):
+    """The figure each column shows: the median of its rounds, or (--stat best) the best round."""
+    if STAT == "best":
+        pick = min if lower_is_better else max
+    else:
+        pick = statistics.median
+    return {c: (pick(row[c]) if row.get(c) else None) for c in COLUMNS}
 
 
 def best_peer(med, lower_is_better):
@@ -273,7 +285,7 @@ def print_tables(results, missing, sizes):
             row = results.get((REMOTE, size))
             if not row:
                 continue
-            med = medians(row)
+            med = medians(row, lower_is_better=False)
             peer, peer_v = best_peer(med, lower_is_better=False)
             cache = med["slqb cache"]
             ratio = cache / peer_v if cache is not None and peer_v else None
@@ -307,7 +319,8 @@ def print_target(title, rows, unit, ok):
 def print_notes(args, context, loads, spreads, command):
     print()
     print(f"Conditions: {context.get('num_cpus', '?')} CPUs at {context.get('mhz_per_cpu', '?')} "
-          f"MHz; {args.repetitions} round(s) of >= {args.min_time:g} s per benchmark, medians; "
+          f"MHz; {args.repetitions} round(s) of >= {args.min_time:g} s per benchmark, "
+          f"{'best round' if STAT == 'best' else 'medians'}; "
           f"load average {loads[0]:.2f} before, {loads[1]:.2f} after. A load average near or "
           "above the number of CPUs means other work competed with the benchmark: its figures "
           "are noisy then, read them as rough.")
@@ -333,6 +346,8 @@ def print_notes(args, context, loads, spreads, command):
 
 def main():
     args = parse_args()
+    global STAT
+    STAT = args.stat
     command = "/usr/bin/python3 " + shlex.join(["bench/slab_ratios.py"] + sys.argv[1:])
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"slab_ratios: {args.binary} is not there (build the slab_bench target)")
