@@ -1,6 +1,8 @@
 // cache.cpp - argument checks, object layout, slab set-up and the cache registry.
 #include "core/cache.hpp"
 
+#include "base/intrusive_list.hpp"
+
 #include <cstring>
 
 namespace slabkit {
@@ -155,9 +157,7 @@ void clear_slab(page *pg) {
 
 namespace {
 platform::mutex g_registry_lock;
-cache *g_first = nullptr;
-cache *g_last = nullptr;
-size_t g_count = 0;
+intrusive_list<cache, &cache::reg_next, &cache::reg_prev> g_caches; // under g_registry_lock
 } // namespace
 
 namespace registry {
@@ -168,52 +168,36 @@ platform::mutex &lock() {
 
 bool add(cache *c, const char **why) {
     platform::lock_guard guard(g_registry_lock);
-    for (cache *it = g_first; it; it = it->reg_next) {
+    for (cache *it = g_caches.first; it; it = it->reg_next) {
         if (strcmp(it->name, c->name) == 0) {
             if (why) *why = "a live cache already has this name";
             return false;
         }
     }
-    c->reg_prev = g_last;
-    c->reg_next = nullptr;
-    if (g_last)
-        g_last->reg_next = c;
-    else
-        g_first = c;
-    g_last = c;
+    g_caches.push_back(c);
     c->registered = true;
-    ++g_count;
     return true;
 }
 
 void remove(cache *c) {
     platform::lock_guard guard(g_registry_lock);
     if (!c->registered) return;
-    if (c->reg_prev)
-        c->reg_prev->reg_next = c->reg_next;
-    else
-        g_first = c->reg_next;
-    if (c->reg_next)
-        c->reg_next->reg_prev = c->reg_prev;
-    else
-        g_last = c->reg_prev;
-    c->reg_next = c->reg_prev = nullptr;
+    g_caches.remove(c);
     c->registered = false;
-    --g_count;
 }
 
 void for_each(void (*fn)(cache *c, void *arg), void *arg) {
     platform::lock_guard guard(g_registry_lock);
-    for (cache *it = g_first; it; it = it->reg_next) fn(it, arg);
+    for_each_locked(fn, arg);
 }
 
 void for_each_locked(void (*fn)(cache *c, void *arg), void *arg) {
-    for (cache *it = g_first; it; it = it->reg_next) fn(it, arg);
+    for (cache *it = g_caches.first; it; it = it->reg_next) fn(it, arg);
 }
 
 size_t count() {
     platform::lock_guard guard(g_registry_lock);
-    return g_count;
+    return g_caches.count;
 }
 
 } // namespace registry

@@ -36,6 +36,7 @@
 
 #include "core/cache.hpp"
 #include "core/counter.hpp"
+#include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
 #include "slot/slot.hpp"
@@ -86,14 +87,6 @@ struct kmlist {
 
 struct slqb_cache;
 
-// A doubly linked list of slab pages through page::next/prev.
-struct slab_list {
-    page *first = nullptr;
-    uint64_t nr = 0;
-    void add(page *pg);
-    void remove(page *pg);
-};
-
 struct alignas(kCacheLine) slqb_list {
     // Owner's hot line: the queue, the flag it checks when the queue runs dry, and the first
     // counters (ALLOC lands in this line too).
@@ -106,8 +99,8 @@ struct alignas(kCacheLine) slqb_list {
 
     // Slabs, under page_lock.
     alignas(kCacheLine) platform::mutex page_lock;
-    slab_list partial; // slabs with objects on their own freelist
-    slab_list full;    // slabs without (kept so that destroy can find leaked objects)
+    page_list partial; // slabs with objects on their own freelist
+    page_list full;    // slabs without (kept so that destroy can find leaked objects)
     std::atomic<uint64_t> nr_slabs{0};
 
     // The inbox, under its lock; `nr` readable racily (the hiwater/2 test).

@@ -83,7 +83,7 @@ static void *alloc_from_new_slab(slqb_cache *s, slqb_list *l, slqb_cpu *c, bool 
         platform::lock_guard guard(l->page_lock);
         l->nr_slabs.store(l->nr_slabs.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
-        l->partial.add(pg);
+        l->partial.push_front(pg);
         obj = take_from_partial(s, l);
     }
     return obj;

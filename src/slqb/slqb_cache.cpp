@@ -213,7 +213,7 @@ static void drain_node(slqb_cache *s, slqb_node *n) {
 static uint64_t report_leaks(slqb_cache *s, slqb_list *l) {
     uint64_t leaked = 0;
     platform::lock_guard guard(l->page_lock);
-    for (slab_list *sl : {&l->partial, &l->full}) {
+    for (page_list *sl : {&l->partial, &l->full}) {
         for (page *pg = sl->first; pg; pg = pg->next) {
             // Objects on the slab's freelist are free; every other one is leaked.
             uint64_t free_map[(kPageSize << kMaxOrder) / kMinAlign / 64 / 64 + 1] = {};
@@ -434,7 +434,7 @@ void gather_stats(slqb_cache *s, stats_totals *out) {
         platform::lock_guard guard(l->page_lock);
         out->slabs += l->nr_slabs.load(std::memory_order_relaxed);
         for (page *pg = l->partial.first; pg; pg = pg->next) out->active_objects += pg->aux;
-        out->active_objects += l->full.nr * s->objects;
+        out->active_objects += l->full.count * s->objects;
     });
 }
 

@@ -6,24 +6,6 @@
 
 namespace slabkit::slqb {
 
-void slab_list::add(page *pg) {
-    pg->prev = nullptr;
-    pg->next = first;
-    if (first) first->prev = pg;
-    first = pg;
-    ++nr;
-}
-
-void slab_list::remove(page *pg) {
-    if (pg->prev)
-        pg->prev->next = pg->next;
-    else
-        first = pg->next;
-    if (pg->next) pg->next->prev = pg->prev;
-    pg->next = pg->prev = nullptr;
-    --nr;
-}
-
 namespace {
 // While a thread holds the slot registry lock (draining idle slots) or the cache registry lock
 // (trimming every cache), freeing pages could re-enter the slot registry (the page allocator's
@@ -81,7 +63,7 @@ void free_object_to_page(slqb_cache *s, slqb_list *l, page *pg, void *obj, relea
         count(actor, FLUSH_SLAB_FREE);
     } else if (inuse + 1 == s->objects) {
         l->full.remove(pg);
-        l->partial.add(pg);
+        l->partial.push_front(pg);
         count(actor, FLUSH_SLAB_PARTIAL);
     }
 }
@@ -93,7 +75,7 @@ void *take_from_partial(slqb_cache *s, slqb_list *l) {
     set_slab_freelist(pg, get_freepointer(s, obj));
     if (++pg->aux == s->objects) {
         l->partial.remove(pg);
-        l->full.add(pg);
+        l->full.push_front(pg);
     }
     return obj;
 }

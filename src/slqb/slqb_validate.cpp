@@ -30,7 +30,7 @@ struct checker {
     void check_slabs(slqb_list *l) {
         platform::lock_guard guard(l->page_lock);
         uint64_t seen = 0;
-        for (const slab_list *sl : {&l->partial, &l->full}) {
+        for (const page_list *sl : {&l->partial, &l->full}) {
             uint64_t n = 0;
             for (page *pg = sl->first; pg; pg = pg->next, ++n) {
                 uint32_t nfree = 0;
@@ -46,7 +46,7 @@ struct checker {
                     fail("a slab is on the partial list iff it has free objects: broken",
                          page_to_virt(pg));
             }
-            if (n != sl->nr) fail("a slab list's count differs from its length", l);
+            if (n != sl->count) fail("a slab list's count differs from its length", l);
             seen += n;
         }
         if (seen != l->nr_slabs.load(std::memory_order_relaxed))
