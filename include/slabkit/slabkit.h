@@ -72,6 +72,7 @@ SLABKIT_API void *slabkit_cache_alloc(slabkit_cache *cache, unsigned gfp) SLABKI
 /* From node `node` (SLABKIT_ANY_NODE: the caller's). NULL for a node that does not exist. */
 SLABKIT_API void *slabkit_cache_alloc_node(slabkit_cache *cache, unsigned gfp,
                                            int node) SLABKIT_MALLOC_LIKE;
+/* Frees an object of this cache (NULL: nothing, as kfree(NULL)). */
 SLABKIT_API void slabkit_cache_free(slabkit_cache *cache, void *obj);
 /* Allocates n objects into p; returns n, or 0 (with nothing allocated) on failure. */
 SLABKIT_API size_t slabkit_cache_alloc_bulk(slabkit_cache *cache, unsigned gfp, size_t n, void **p);

@@ -273,6 +273,7 @@ void free_shared(slqb_cache *s, void *obj) {
 }
 
 void free_checked(slqb_cache *s, void *obj) {
+    if (!obj) return; // as kfree(NULL): nothing to do
     page *pg = slab_page_of(obj);
     if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, obj))
         return bad_free(s, obj);

@@ -146,6 +146,19 @@ TEST_P(Cache, BadTunablesAreRefusedWithTheirName) {
     EXPECT_EQ(stats_of(c).order, 0u);
 }
 
+TEST_P(Cache, FreeOfNullDoesNothing) {
+    slabkit_cache *c = create(name("freenull"), 48);
+    ASSERT_NE(c, nullptr);
+    slabkit_page_stats before, after;
+    slabkit_get_page_stats(&before);
+    slabkit_cache_free(c, nullptr);
+    void *p = nullptr;
+    slabkit_cache_free_bulk(c, 1, &p);
+    EXPECT_EQ(stats_of(c).active_objects, 0u);
+    slabkit_get_page_stats(&after);
+    EXPECT_EQ(after.errors, before.errors);
+}
+
 TEST_P(Cache, DestroyOfNullDoesNothing) {
     slabkit_cache_destroy(nullptr);
 }
