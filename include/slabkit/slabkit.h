@@ -68,6 +68,9 @@ SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, s
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
                                                    size_t size, size_t align, unsigned flags,
                                                    void (*ctor)(void *));
+/* One object (zeroed with SLABKIT_GFP_ZERO), or NULL when memory is short. `cache` must be a
+ * cache returned by slabkit_cache_create and not destroyed (as in the kernel, it is not checked
+ * on this path). */
 SLABKIT_API void *slabkit_cache_alloc(slabkit_cache *cache, unsigned gfp) SLABKIT_MALLOC_LIKE;
 /* From node `node` (SLABKIT_ANY_NODE: the caller's). NULL for a node that does not exist. */
 SLABKIT_API void *slabkit_cache_alloc_node(slabkit_cache *cache, unsigned gfp,
