@@ -411,7 +411,11 @@ void page_allocator::zone_free(page *pg, unsigned order) {
         zone_put(z, pg, order, now);
         select_over_retain(z, batch);
     }
-    if (batch.count) decommit_batch(z, batch);
+    if (batch.count) {
+        bool full = batch.full();
+        decommit_batch(z, batch);
+        if (full) enforce_retain(z); // one batch may not have been enough for the bound
+    }
     drain_idle_slots(now);
 }
 

@@ -205,6 +205,9 @@ class page_allocator {
     void select_decayed(zone &z, uint64_t now, purge_batch &batch);
     void set_aside(zone &z, page *pg, unsigned order, purge_batch &batch);
     uint64_t decommit_batch(zone &z, purge_batch &batch);
+    // After a batch that filled up (decayed blocks first, then blocks over retain_pages): keeps
+    // decommitting until the node is back under its retain bound.
+    void enforce_retain(zone &z);
     page *check_free(void *addr, unsigned order, bool order_known);
     void mark_allocated(page *pg, unsigned order);
     unsigned preferred_node(unsigned slot) const;

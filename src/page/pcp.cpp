@@ -135,7 +135,11 @@ void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_ord
         }
         select_over_retain(z, batch);
     }
-    if (batch.count) decommit_batch(z, batch);
+    if (batch.count) {
+        bool full = batch.full();
+        decommit_batch(z, batch);
+        if (full) enforce_retain(z); // one batch may not have been enough for the bound
+    }
     pcp.pages -= flushed;
     pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.flushes);

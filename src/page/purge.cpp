@@ -111,6 +111,19 @@ uint64_t page_allocator::decommit_batch(zone &z, purge_batch &batch) {
     return returned;
 }
 
+void page_allocator::enforce_retain(zone &z) {
+    for (;;) {
+        purge_batch batch;
+        {
+            platform::lock_guard guard(z.lock);
+            select_over_retain(z, batch);
+        }
+        if (batch.count == 0) return;
+        bool more = batch.full();
+        if (decommit_batch(z, batch) == 0 || !more) return; // the OS refuses: do not spin
+    }
+}
+
 uint64_t page_allocator::purge() {
     drain();
     uint64_t total = 0;

@@ -33,6 +33,40 @@ using namespace test;
 
 using PageAllocatorDecommit = PageAllocatorFixture;
 
+// A free whose purge batch fills up with decayed blocks must still bring the node back under
+// its retain bound (a single batch of 32 blocks once left it over the bound until the next
+// free).
+TEST_F(PageAllocatorDecommit, RetainHoldsWhenDecayedBlocksFillThePurgeBatch) {
+    constexpr uint64_t kRetain = 64;
+    page_allocator_config cfg = no_pcp_retain(kRetain);
+    cfg.decay_ms = 20;
+    page_allocator &pa = make(cfg);
+    // 60 isolated free pages (every other page of a run stays allocated, so none merge): under
+    // the bound, they stay resident.
+    std::vector<void *> pages;
+    for (int i = 0; i < 120; ++i) {
+        void *p = pa.alloc(0);
+        ASSERT_NE(p, nullptr);
+        memset(p, 1, kPageSize);
+        pages.push_back(p);
+    }
+    std::sort(pages.begin(), pages.end());
+    void *big = pa.alloc(6); // 64 pages
+    ASSERT_NE(big, nullptr);
+    memset(big, 1, kPageSize << 6);
+    for (size_t i = 0; i < pages.size(); i += 2) pa.free(pages[i], 0);
+    ASSERT_LE(stats_of(pa).free_resident, kRetain);
+    // Let them decay, then free the big block: the purge batch fills with 32 decayed pages
+    // before the retain check runs.
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    pa.free(big, 6);
+    page_stats st = stats_of(pa);
+    EXPECT_LE(st.free_resident, kRetain);
+    EXPECT_TRUE(valid(pa));
+    for (size_t i = 1; i < pages.size(); i += 2) pa.free(pages[i], 0);
+    EXPECT_LE(stats_of(pa).free_resident, kRetain);
+}
+
 TEST_F(PageAllocatorDecommit, FreeResidentStaysWithinRetain) {
     constexpr uint64_t kRetain = 256;
     page_allocator &pa = make(no_pcp_retain(kRetain));
