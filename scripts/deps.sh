@@ -6,7 +6,9 @@ packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           # pkg-config, for the installed-package test (tests/package)
           pkgconf
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py
-          libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0)
+          libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+          # real programs run under the preloaded malloc (tests/preload, bench/kbuild.py)
+          sqlite3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
