@@ -116,6 +116,43 @@ SLABKIT_API void slabkit_kfree(void *p);
 /* The usable size of a kmalloc block (0 for NULL and SLABKIT_ZERO_SIZE_PTR). */
 SLABKIT_API size_t slabkit_ksize(const void *p);
 
+/* ---- the malloc family --------------------------------------------------------------------- */
+
+/* The C library's allocation functions with the C and glibc semantics, on kmalloc of the
+ * process's design: what libslabkit-malloc.so exports under the standard names (malloc, free,
+ * ...), here with a prefix so that a program can call slabkit beside another malloc.
+ *   - Failure (no memory, a size above PTRDIFF_MAX, n * size overflowing) returns NULL with
+ *     errno ENOMEM; posix_memalign returns the error number instead and leaves *out alone.
+ *   - malloc(0) (and calloc, memalign, aligned_alloc of 0) returns a unique pointer to free.
+ *   - Every block is 8-aligned, and 16-aligned from 16 bytes up; the aligned calls take any
+ *     power-of-two alignment. posix_memalign: EINVAL unless the alignment is a power of two and
+ *     a multiple of sizeof(void *); aligned_alloc: EINVAL (errno) unless a power of two;
+ *     memalign rounds other alignments up to a power of two, as glibc does.
+ *   - realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and returns NULL (glibc). A block
+ *     shrunk to less than half its size moves to a smaller one; growing blocks above 4 MiB are
+ *     remapped, not copied.
+ *   - free(NULL) does nothing; free keeps errno. A pointer slabkit did not hand out is reported
+ *     on stderr (naming the call and what the address is) and is fatal unless
+ *     SLABKIT_CONTINUE_ON_ERROR=1: then nothing is freed (realloc returns NULL, errno EINVAL;
+ *     malloc_usable_size returns 0). */
+SLABKIT_API void *slabkit_malloc(size_t size) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void *slabkit_calloc(size_t n, size_t size) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void *slabkit_realloc(void *p, size_t size);
+SLABKIT_API void *slabkit_reallocarray(void *p, size_t n, size_t size);
+SLABKIT_API void slabkit_free(void *p);
+SLABKIT_API void slabkit_free_sized(void *p, size_t size);
+SLABKIT_API void slabkit_free_aligned_sized(void *p, size_t align, size_t size);
+SLABKIT_API void *slabkit_memalign(size_t align, size_t size) SLABKIT_MALLOC_LIKE;
+SLABKIT_API int slabkit_posix_memalign(void **out, size_t align, size_t size);
+SLABKIT_API void *slabkit_aligned_alloc(size_t align, size_t size) SLABKIT_MALLOC_LIKE;
+SLABKIT_API void *slabkit_valloc(size_t size) SLABKIT_MALLOC_LIKE;
+/* Page-aligned, size rounded up to whole pages (0: one page). */
+SLABKIT_API void *slabkit_pvalloc(size_t size) SLABKIT_MALLOC_LIKE;
+/* Bytes usable at p (at least what was asked); 0 for NULL. */
+SLABKIT_API size_t slabkit_malloc_usable_size(const void *p);
+/* slabkit_trim(); returns 1 if memory was given back to the OS, else 0. `pad` is ignored. */
+SLABKIT_API int slabkit_malloc_trim(size_t pad);
+
 /* ---- statistics --------------------------------------------------------------------------- */
 
 /* One cache's figures, summed over slots and nodes (a racy but whole-valued snapshot). */
@@ -163,6 +200,12 @@ struct slabkit_page_stats {
     uint64_t errors;         /* bad frees reported */
 };
 SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
+
+/* Writes the statistics report to file descriptor fd: the /proc/slabinfo table of every cache,
+ * then the heap totals (objects in use and free, slab pages, the page allocator's other blocks,
+ * free and returned pages, OS blocks, bad frees). What malloc_stats() and SLABKIT_STATS=exit
+ * print (to stderr). Never allocates. */
+SLABKIT_API void slabkit_print_stats(int fd);
 
 /* The process's design ("slqb"). */
 SLABKIT_API const char *slabkit_allocator(void);

@@ -21,27 +21,6 @@ using namespace slabkit;
 
 namespace {
 
-// The process's design: the default until the load-time constructor below has read the
-// environment. Calls made before it (from other libraries' constructors) get the default; kfree
-// and the cache calls dispatch on each object's own cache, so such early objects stay valid.
-std::atomic<int> g_design{static_cast<int>(design::slqb)};
-
-__attribute__((constructor(101))) void read_design_at_load() {
-    const char *name = platform::env("SLABKIT_ALLOCATOR");
-    design d = design::slqb;
-    if (name && *name && !parse_design(name, &d)) {
-        platform::exit_with_error(1,
-                                  "slabkit: SLABKIT_ALLOCATOR=%s is not a design of this build "
-                                  "(designs: %s)\n",
-                                  name, slabkit_designs());
-    }
-    g_design.store(static_cast<int>(d), std::memory_order_relaxed);
-}
-
-SLABKIT_ALWAYS_INLINE design process_design() {
-    return static_cast<design>(g_design.load(std::memory_order_relaxed));
-}
-
 SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
     return reinterpret_cast<cache *>(c);
 }
@@ -69,43 +48,6 @@ slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, 
     }
     return reinterpret_cast<slabkit_cache *>(c);
 }
-
-void fill_stats(const cache *c, slabkit_cache_stats *out) {
-    memset(out, 0, sizeof *out);
-    memcpy(out->name, c->name, sizeof out->name); // both kNameMax, NUL-terminated
-    static_assert(sizeof out->name == kNameMax);
-    snprintf(out->design, sizeof out->design, "%s", design_name(c->kind));
-    out->object_size = c->object_size;
-    out->slot_size = c->size;
-    out->align = c->align;
-    out->order = c->order;
-    out->objects_per_slab = c->objects;
-    switch (c->kind) {
-    case design::slqb: {
-        auto *s = static_cast<slqb::slqb_cache *>(const_cast<cache *>(c));
-        slqb::stats_totals t;
-        slqb::gather_stats(s, &t);
-        out->slabs = t.slabs;
-        out->objects = t.slabs * c->objects;
-        out->active_objects = t.active_objects;
-        out->queued_objects = t.queued;
-        out->hiwater = s->hiwater;
-        out->freebatch = s->freebatch;
-        out->nr_counters = slqb::NR_STATS;
-        for (unsigned i = 0; i < slqb::NR_STATS; ++i) {
-            out->counter_names[i] = slqb::kStatNames[i];
-            out->counters[i] = t.counters[i];
-        }
-        break;
-    }
-    }
-}
-
-struct stats_walk {
-    slabkit_cache_stats *out;
-    size_t max;
-    size_t n;
-};
 
 } // namespace
 
@@ -236,57 +178,6 @@ size_t slabkit_ksize(const void *p) {
 size_t slabkit_cache_count(void) {
     slqb::bootstrap();
     return registry::count();
-}
-
-size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
-    slqb::bootstrap();
-    stats_walk walk{out, max, 0};
-    registry::for_each(
-        [](cache *c, void *arg) {
-            auto *w = static_cast<stats_walk *>(arg);
-            if (w->n < w->max) fill_stats(c, &w->out[w->n]);
-            ++w->n;
-        },
-        &walk);
-    return walk.n;
-}
-
-void slabkit_get_cache_stats(const slabkit_cache *c, struct slabkit_cache_stats *out) {
-    // Under the registry lock: trims free idle slots' structures under it.
-    platform::lock_guard guard(registry::lock());
-    fill_stats(to_cache(c), out);
-}
-
-size_t slabkit_slabinfo(char *buf, size_t size) {
-    slqb::bootstrap();
-    text_out out{buf, size};
-    if (size) buf[0] = '\0';
-    slabinfo_header(out);
-    registry::for_each(
-        [](cache *c, void *arg) {
-            slabkit_cache_stats st;
-            fill_stats(c, &st);
-            slabinfo_row row{c->name,    st.active_objects, st.objects,
-                             c->size,    c->objects,        uint64_t{1} << c->order,
-                             st.hiwater, st.freebatch,      0,
-                             st.slabs,   st.slabs,          0};
-            slabinfo_line(*static_cast<text_out *>(arg), row);
-        },
-        &out);
-    return out.len;
-}
-
-void slabkit_get_page_stats(struct slabkit_page_stats *out) {
-    page_stats st;
-    page_allocator::global().snapshot(&st);
-    out->pages_in_use = st.in_use;
-    out->pages_parked = st.in_pcp;
-    out->pages_free = st.free_pages;
-    out->pages_resident = st.resident;
-    out->pages_returned = st.returned;
-    out->reserved_bytes = st.reserved_bytes;
-    out->large_os_bytes = large::mapped_bytes();
-    out->errors = st.errors + slab_errors();
 }
 
 const char *slabkit_allocator(void) {

@@ -2,7 +2,9 @@
 #include "core/cache.hpp"
 
 #include "base/intrusive_list.hpp"
+#include "platform/platform.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 namespace slabkit {
@@ -36,6 +38,35 @@ bool parse_design(const char *name, design *out) {
     }
     return false;
 }
+
+namespace detail {
+std::atomic<int> g_process_design{-1};
+
+design resolve_process_design() {
+    const char *name = platform::env("SLABKIT_ALLOCATOR");
+    design d = design::slqb;
+    if (name && *name && !parse_design(name, &d)) {
+        char names[64] = "";
+        size_t len = 0;
+        for (unsigned i = 0; i < kNrDesigns && len + kNameMax < sizeof names; ++i)
+            len += static_cast<size_t>(
+                snprintf(names + len, sizeof names - len, "%s%s", i ? " " : "", kDesignNames[i]));
+        platform::exit_with_error(1,
+                                  "slabkit: SLABKIT_ALLOCATOR=%s is not a design of this build "
+                                  "(designs: %s)\n",
+                                  name, names);
+    }
+    // Every caller computes the same answer, so racing first calls need no lock.
+    g_process_design.store(static_cast<int>(d), std::memory_order_relaxed);
+    return d;
+}
+
+// At load, so that a bad SLABKIT_ALLOCATOR ends the process before main rather than at some
+// first allocation.
+__attribute__((constructor(101))) void read_process_design_at_load() {
+    (void)process_design();
+}
+} // namespace detail
 
 const char *cache_args_invalid(const cache_args &a) {
     if (!a.name) return "the name is NULL";

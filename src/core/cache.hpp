@@ -44,6 +44,19 @@ const char *design_name(design d);
 // Parses a design name; false when unknown.
 bool parse_design(const char *name, design *out);
 
+// The process's design: SLABKIT_ALLOCATOR, read at the first call (which may come before any
+// constructor, from the malloc override) and again by a load-time constructor so that a bad name
+// is caught at start. An unknown name ends the process with status 1 and a message naming it.
+namespace detail {
+extern std::atomic<int> g_process_design; // -1 until read
+design resolve_process_design();
+} // namespace detail
+SLABKIT_ALWAYS_INLINE design process_design() {
+    int d = detail::g_process_design.load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(d >= 0)) return static_cast<design>(d);
+    return detail::resolve_process_design();
+}
+
 // Cache flags: the public SLABKIT_* / kernel SLAB_* values.
 enum cache_flag : unsigned {
     kRedZone = 0x00000400u,

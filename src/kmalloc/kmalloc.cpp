@@ -7,6 +7,7 @@
 #include "platform/platform.hpp"
 #include "slqb/slqb.hpp"
 
+#include <cerrno>
 #include <cstring>
 
 namespace slabkit::kmalloc {
@@ -83,13 +84,36 @@ void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
     }
-    return large::alloc(size, zero);
+    return large::alloc(size);
+}
+
+void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
+    const size_t n = size < align ? align : size;
+    if (n <= kMaxCacheSize && align <= kPageSize) {
+        // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16,
+        // so a stricter alignment takes the next class (128, 256).
+        unsigned i = class_of(n);
+        if (class_align(kClassSizes[i]) < align) ++i;
+        return alloc(d, kClassSizes[i], zero, kAnyNode);
+    }
+    if (size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
+        // Blocks of order k are aligned to 2^k pages.
+        unsigned order = order_for(size);
+        while ((kPageSize << order) < align) ++order;
+        return page_allocator::global().alloc(order, kAnyNode, zero ? kZero : 0u);
+    }
+    return large::alloc(size, align);
 }
 
 // Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
 // pages of order > 0 slabs, page blocks, OS blocks, and bad frees.
-void detail::free_slow(void *p) {
+void detail::free_slow(void *p, const char *caller) {
     if (p == nullptr || p == kZeroSizePtr) return;
+    // free() must leave errno as it was (POSIX 2024); the paths below make system calls.
+    struct errno_keeper {
+        int saved = errno;
+        ~errno_keeper() { errno = saved; }
+    } keep;
     page *pg = virt_to_head_page(p);
     if (SLABKIT_LIKELY(pg != nullptr)) {
         uint32_t st = pg->flags();
@@ -105,7 +129,7 @@ void detail::free_slow(void *p) {
         return;
     }
     char what[256];
-    report_bad_free("kfree", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+    report_bad_free(caller, nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
 }
 
 size_t usable_size(const void *p) {

@@ -5,6 +5,9 @@
 //   8193 .. 4 MiB               a block from the page allocator (2^order pages, naturally aligned)
 //   above                       a mapping from the OS (large.hpp)
 //
+// A block's kind is found from its address alone (the page descriptor, else the OS block
+// table), so free needs no size and no header.
+//
 // Alignment: power-of-two classes are naturally aligned (each cache's alignment is its size,
 // up to a page; 8k slabs are order-1 blocks holding one object), 96 and 192 are 16-aligned.
 // Every design has its own set of kmalloc caches, opened on first use from static descriptors.
@@ -31,7 +34,8 @@ extern std::atomic<bool> g_open[kNrDesigns][kNrClasses];
 // Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
 // node, a class not opened yet; and frees the fast check did not accept.
 void *alloc_slow(design d, size_t size, bool zero, int node);
-void free_slow(void *p);
+// `caller` names the entry point in a bad-free report ("kfree", "free", ...).
+void free_slow(void *p, const char *caller);
 } // namespace detail
 
 // The class index serving `size` (1..kMaxCacheSize).
@@ -57,12 +61,18 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     return detail::alloc_slow(d, size, zero, node);
 }
 
-SLABKIT_ALWAYS_INLINE void free(void *p) {
+// A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest class whose
+// natural alignment is enough, else a page block of the right order, else an OS block.
+void *alloc_aligned(design d, size_t size, size_t align, bool zero);
+
+SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     page *pg = slab_page_check<true>(nullptr, p);
-    if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p);
+    if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
     return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(pg->owner), pg, p);
 }
 
+// The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the
+// zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
 // Resizes in place when the block can hold `size` (shrinking included, as the kernel's krealloc);
 // otherwise allocates, copies and frees. nullptr (p untouched) on failure.

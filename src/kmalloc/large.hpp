@@ -13,14 +13,20 @@ namespace slabkit::large {
 
 inline constexpr size_t kLargeMax = 16384;
 
-// A block of at least `size` bytes, aligned to `size` when it is a power of two (else to a
-// page); nullptr when the OS refuses or the table is full.
-void *alloc(size_t size, bool zero);
+// A block of at least `size` bytes, aligned to `align` (a power of two) or, when align is 0, to
+// `size` if that is a power of two, else to a page; nullptr when the OS refuses or the table is
+// full. Fresh mappings read as zeros.
+void *alloc(size_t size, size_t align = 0);
+// Moves or resizes a block to hold `size` bytes (mremap: no copy through user space); the
+// result is page-aligned. nullptr, the block untouched, when p is not a large block or the OS
+// refuses.
+void *resize(void *p, size_t size);
 // Frees a block; false (nothing done) if p is not the start of a large block.
 bool free(void *p);
 // The block's usable size, or 0 if p is not the start of a large block.
 size_t size_of(const void *p);
-// Bytes mapped for large blocks now.
+// Bytes mapped for large blocks now, and how many blocks.
 uint64_t mapped_bytes();
+uint64_t mapped_blocks();
 
 } // namespace slabkit::large

@@ -49,9 +49,13 @@ uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t ma
 }
 
 void write_stderr(const char *buf, size_t len) {
+    write_fd(STDERR_FILENO, buf, len);
+}
+
+void write_fd(int fd, const char *buf, size_t len) {
     int saved = errno;
     while (len > 0) {
-        ssize_t n = write(STDERR_FILENO, buf, len);
+        ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         buf += n;

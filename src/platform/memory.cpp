@@ -69,6 +69,16 @@ os_status no_huge_pages(void *addr, size_t size) {
     return {};
 }
 
+void *remap(void *addr, size_t old_size, size_t new_size, os_status *status) {
+    *status = {};
+    void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+        *status = {"mremap", errno};
+        return nullptr;
+    }
+    return p;
+}
+
 os_status release(void *addr, size_t size) {
     if (munmap(addr, size) != 0) return {"munmap", errno};
     return {};

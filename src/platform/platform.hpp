@@ -59,6 +59,10 @@ os_status protect_none(void *addr, size_t size);
 os_status no_huge_pages(void *addr, size_t size);
 // Unmaps a reservation (or part of one).
 os_status release(void *addr, size_t size);
+// Resizes a committed mapping of old_size bytes to new_size (both page multiples), moving it if
+// it must (mremap): the contents move with it, without a copy through user space. Returns the
+// new address, or nullptr with *status set and the old mapping intact.
+void *remap(void *addr, size_t old_size, size_t new_size, os_status *status);
 // Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and
 // statistics. Returns 0 and sets *status on failure.
 size_t resident_pages(const void *addr, size_t size, os_status *status);
@@ -117,8 +121,11 @@ const char *env(const char *name);
 // `fallback`. Set but not such a number: prints a clear warning naming the variable, the value
 // and the accepted range, and returns `fallback`.
 uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max);
-// Writes all of buf to standard error (retrying short writes); never allocates.
+// Writes all of buf to standard error (retrying short writes); never allocates; keeps errno.
 void write_stderr(const char *buf, size_t len);
+// The same to any file descriptor.
+void write_fd(int fd, const char *buf, size_t len);
+inline constexpr int kStderrFd = 2;
 // printf-style message to standard error, formatted in a stack buffer.
 void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // Prints the message and aborts the process (SIGABRT).

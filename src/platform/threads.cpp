@@ -3,6 +3,7 @@
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
 
+#include <cerrno>
 #include <climits>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -16,9 +17,14 @@ namespace slabkit::platform {
 // ---------------------------------------------------------------------------------------------
 
 namespace {
+// Keeps errno: a FUTEX_WAIT that finds the word changed fails with EAGAIN, and callers such as
+// free() must not change errno.
 long futex(std::atomic<uint32_t> *word, int op, uint32_t value) {
-    return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, value,
-                   nullptr, nullptr, 0);
+    int saved = errno;
+    long r = syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, value,
+                     nullptr, nullptr, 0);
+    errno = saved;
+    return r;
 }
 } // namespace
 

@@ -1,0 +1,228 @@
+// stats.cpp - statistics: per-cache figures, /proc/slabinfo text, page allocator totals, the
+// whole-heap sums behind mallinfo2, and the report SLABKIT_STATS=exit prints at exit.
+#include "api/stats.hpp"
+
+#include "core/report.hpp"
+#include "core/slabinfo.hpp"
+#include "kmalloc/large.hpp"
+#include "page/page_allocator.hpp"
+#include "platform/platform.hpp"
+#include "slqb/slqb.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+using namespace slabkit;
+
+void api::fill_stats(const cache *c, slabkit_cache_stats *out) {
+    memset(out, 0, sizeof *out);
+    memcpy(out->name, c->name, sizeof out->name); // both kNameMax, NUL-terminated
+    static_assert(sizeof out->name == kNameMax);
+    snprintf(out->design, sizeof out->design, "%s", design_name(c->kind));
+    out->object_size = c->object_size;
+    out->slot_size = c->size;
+    out->align = c->align;
+    out->order = c->order;
+    out->objects_per_slab = c->objects;
+    switch (c->kind) {
+    case design::slqb: {
+        auto *s = static_cast<slqb::slqb_cache *>(const_cast<cache *>(c));
+        slqb::stats_totals t;
+        slqb::gather_stats(s, &t);
+        out->slabs = t.slabs;
+        out->objects = t.slabs * c->objects;
+        out->active_objects = t.active_objects;
+        out->queued_objects = t.queued;
+        out->hiwater = s->hiwater;
+        out->freebatch = s->freebatch;
+        out->nr_counters = slqb::NR_STATS;
+        for (unsigned i = 0; i < slqb::NR_STATS; ++i) {
+            out->counter_names[i] = slqb::kStatNames[i];
+            out->counters[i] = t.counters[i];
+        }
+        break;
+    }
+    }
+}
+
+namespace {
+
+struct stats_walk {
+    slabkit_cache_stats *out;
+    size_t max;
+    size_t n;
+};
+
+void write_all(int fd, const char *text, size_t len) {
+    platform::write_fd(fd, text, len);
+}
+
+void print_to(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void print_to(int fd, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        write_all(fd, buf,
+                  static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1);
+}
+
+double mib(uint64_t bytes) {
+    return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+// SLABKIT_STATS: "exit" prints the report to stderr when the process exits normally.
+bool g_stats_at_exit = false;
+
+__attribute__((constructor)) void read_stats_setting() {
+    const char *v = platform::env("SLABKIT_STATS");
+    if (!v || !*v || strcmp(v, "0") == 0) return;
+    if (strcmp(v, "exit") == 0) {
+        g_stats_at_exit = true;
+        return;
+    }
+    platform::print_error("slabkit: SLABKIT_STATS=%s is not understood (accepted: exit); no "
+                          "statistics will be printed\n",
+                          v);
+}
+
+__attribute__((destructor)) void print_stats_at_exit() {
+    if (g_stats_at_exit) api::print_stats(platform::kStderrFd);
+}
+
+} // namespace
+
+void api::gather_heap_totals(heap_totals *out) {
+    *out = heap_totals{};
+    slqb::bootstrap();
+    registry::for_each(
+        [](cache *c, void *arg) {
+            auto *t = static_cast<heap_totals *>(arg);
+            slabkit_cache_stats st;
+            fill_stats(c, &st);
+            const uint64_t free_objects = st.objects - st.active_objects + st.queued_objects;
+            const uint64_t in_use = st.active_objects - st.queued_objects;
+            t->caches += 1;
+            t->slab_pages += st.slabs << st.order;
+            t->objects_in_use += in_use;
+            t->object_bytes += in_use * st.slot_size;
+            t->free_objects += free_objects;
+            t->free_object_bytes += free_objects * st.slot_size;
+        },
+        out);
+    page_stats ps;
+    page_allocator::global().snapshot(&ps);
+    out->block_pages = ps.in_use > out->slab_pages ? ps.in_use - out->slab_pages : 0;
+    out->free_pages = ps.free_pages + ps.in_pcp;
+    out->free_resident_pages = ps.free_resident + ps.in_pcp;
+    out->returned_pages = ps.returned;
+    out->reserved_bytes = ps.reserved_bytes;
+    out->large_blocks = large::mapped_blocks();
+    out->large_bytes = large::mapped_bytes();
+    out->errors = ps.errors + slab_errors();
+}
+
+void api::print_stats(int fd) {
+    slqb::bootstrap();
+    char line[512];
+    {
+        text_out out{line, sizeof line};
+        slabinfo_header(out);
+        write_all(fd, line, out.len < sizeof line ? out.len : sizeof line - 1);
+    }
+    registry::for_each(
+        [](cache *c, void *arg) {
+            const int out_fd = *static_cast<int *>(arg);
+            slabkit_cache_stats st;
+            fill_stats(c, &st);
+            char buf[512];
+            text_out row_out{buf, sizeof buf};
+            slabinfo_line(row_out, slabinfo_row{c->name, st.active_objects, st.objects, c->size,
+                                                c->objects, uint64_t{1} << c->order, st.hiwater,
+                                                st.freebatch, 0, st.slabs, st.slabs, 0});
+            write_all(out_fd, buf, row_out.len < sizeof buf ? row_out.len : sizeof buf - 1);
+        },
+        &fd);
+    heap_totals t;
+    gather_heap_totals(&t);
+    const uint64_t page = kPageSize;
+    print_to(fd,
+             "slabkit: design %s; %llu caches: %llu objects in use (%.1f MiB), %llu free "
+             "(%.1f MiB), in %llu slab pages (%.1f MiB)\n",
+             design_name(process_design()), static_cast<unsigned long long>(t.caches),
+             static_cast<unsigned long long>(t.objects_in_use), mib(t.object_bytes),
+             static_cast<unsigned long long>(t.free_objects), mib(t.free_object_bytes),
+             static_cast<unsigned long long>(t.slab_pages), mib(t.slab_pages * page));
+    print_to(fd,
+             "slabkit: page allocator: %.1f MiB in other blocks, %.1f MiB free (%.1f MiB of it "
+             "may be resident), %.1f MiB given back to the OS so far, %.1f MiB reserved\n",
+             mib(t.block_pages * page), mib(t.free_pages * page), mib(t.free_resident_pages * page),
+             mib(t.returned_pages * page), mib(t.reserved_bytes));
+    print_to(fd,
+             "slabkit: %llu blocks mapped from the OS directly (%.1f MiB); %llu bad frees "
+             "reported\n",
+             static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
+             static_cast<unsigned long long>(t.errors));
+}
+
+extern "C" {
+
+size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
+    slqb::bootstrap();
+    stats_walk walk{out, max, 0};
+    registry::for_each(
+        [](cache *c, void *arg) {
+            auto *w = static_cast<stats_walk *>(arg);
+            if (w->n < w->max) api::fill_stats(c, &w->out[w->n]);
+            ++w->n;
+        },
+        &walk);
+    return walk.n;
+}
+
+void slabkit_get_cache_stats(const slabkit_cache *c, struct slabkit_cache_stats *out) {
+    // Under the registry lock: trims free idle slots' structures under it.
+    platform::lock_guard guard(registry::lock());
+    api::fill_stats(reinterpret_cast<const cache *>(c), out);
+}
+
+size_t slabkit_slabinfo(char *buf, size_t size) {
+    slqb::bootstrap();
+    text_out out{buf, size};
+    if (size) buf[0] = '\0';
+    slabinfo_header(out);
+    registry::for_each(
+        [](cache *c, void *arg) {
+            slabkit_cache_stats st;
+            api::fill_stats(c, &st);
+            slabinfo_row row{c->name,    st.active_objects, st.objects,
+                             c->size,    c->objects,        uint64_t{1} << c->order,
+                             st.hiwater, st.freebatch,      0,
+                             st.slabs,   st.slabs,          0};
+            slabinfo_line(*static_cast<text_out *>(arg), row);
+        },
+        &out);
+    return out.len;
+}
+
+void slabkit_get_page_stats(struct slabkit_page_stats *out) {
+    page_stats st;
+    page_allocator::global().snapshot(&st);
+    out->pages_in_use = st.in_use;
+    out->pages_parked = st.in_pcp;
+    out->pages_free = st.free_pages;
+    out->pages_resident = st.resident;
+    out->pages_returned = st.returned;
+    out->reserved_bytes = st.reserved_bytes;
+    out->large_os_bytes = large::mapped_bytes();
+    out->errors = st.errors + slab_errors();
+}
+
+void slabkit_print_stats(int fd) {
+    api::print_stats(fd);
+}
+
+} // extern "C"

@@ -1,0 +1,37 @@
+// stats.hpp - figures over every cache and the page allocator, for the C API's statistics calls
+// and for the malloc override's mallinfo2 and malloc_stats.
+#pragma once
+
+#include "core/cache.hpp"
+#include "slabkit/slabkit.h"
+
+#include <cstdint>
+
+namespace slabkit::api {
+
+// One cache's figures (slabkit_get_cache_stats). The caller holds the registry lock.
+void fill_stats(const cache *c, slabkit_cache_stats *out);
+
+// Sums over every live cache (internal ones included) and the page allocator.
+struct heap_totals {
+    uint64_t caches = 0;
+    uint64_t slab_pages = 0;          // pages held by slabs
+    uint64_t objects_in_use = 0;      // handed out and not freed
+    uint64_t object_bytes = 0;        // objects_in_use * their slot sizes
+    uint64_t free_objects = 0;        // free slots in slabs, queues, outboxes and inboxes
+    uint64_t free_object_bytes = 0;   // their bytes
+    uint64_t block_pages = 0;         // page allocator blocks handed out other than slabs
+    uint64_t free_pages = 0;          // free in the page allocator (buddy and per-slot lists)
+    uint64_t free_resident_pages = 0; // of those, the ones that may still be resident
+    uint64_t returned_pages = 0;      // given back to the OS since start
+    uint64_t reserved_bytes = 0;      // address space reserved by the page allocator
+    uint64_t large_blocks = 0;        // blocks mapped from the OS directly
+    uint64_t large_bytes = 0;
+    uint64_t errors = 0; // bad frees reported
+};
+void gather_heap_totals(heap_totals *out);
+
+// Writes the statistics report (slabinfo table, then the page allocator and heap totals) to fd.
+void print_stats(int fd);
+
+} // namespace slabkit::api

@@ -1,0 +1,210 @@
+// malloc.cpp - the slow paths of the malloc family, and the prefixed C API (slabkit_malloc, ...)
+// that libslabkit.so exports.
+#include "override/malloc.hpp"
+
+#include "core/report.hpp"
+#include "kmalloc/large.hpp"
+#include "page/page_allocator.hpp"
+#include "slabkit/slabkit.h"
+
+#include <cstring>
+
+namespace slabkit::libc {
+
+namespace {
+
+SLABKIT_NOINLINE SLABKIT_COLD void *fail_nomem() {
+    errno = ENOMEM;
+    return nullptr;
+}
+
+constexpr bool is_pow2(size_t v) {
+    return v && !(v & (v - 1));
+}
+
+// A pointer kmalloc does not know. report_bad_free aborts unless continue-on-error is set.
+SLABKIT_NOINLINE SLABKIT_COLD void report_foreign(const char *caller, const void *p) {
+    char what[256];
+    report_bad_free(caller, nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+}
+
+// A block up to 16-aligned: malloc's own alignment holds once the size is at least `align`.
+SLABKIT_ALWAYS_INLINE void *malloc_aligned_small(size_t align, size_t size) {
+    return malloc(size < align ? align : size);
+}
+
+} // namespace
+
+void *detail::malloc_slow(size_t size) {
+    if (size == 0) {
+        size = 1; // a unique pointer, not kmalloc's shared zero-size one
+    } else if (size > kMaxRequest) {
+        return fail_nomem();
+    }
+    void *p = kmalloc::alloc(process_design(), size, false, kAnyNode);
+    return p ? p : fail_nomem();
+}
+
+void *detail::calloc_slow(size_t n, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total) || total > kMaxRequest) return fail_nomem();
+    if (total == 0) total = 1;
+    void *p = kmalloc::alloc(process_design(), total, true, kAnyNode);
+    return p ? p : fail_nomem();
+}
+
+void *detail::aligned_slow(size_t align, size_t size) {
+    if (size > kMaxRequest) return fail_nomem();
+    if (size == 0) size = 1;
+    void *p = kmalloc::alloc_aligned(process_design(), size, align, false);
+    return p ? p : fail_nomem();
+}
+
+void *memalign(size_t align, size_t size) {
+    if (align <= kMallocAlign) return malloc_aligned_small(align, size);
+    if (align > SIZE_MAX / 2 + 1) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    if (!is_pow2(align)) align = size_t{1} << (64 - __builtin_clzll(align));
+    return detail::aligned_slow(align, size);
+}
+
+int posix_memalign(void **out, size_t align, size_t size) {
+    if (!is_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    const int saved = errno;
+    void *p = align <= kMallocAlign ? malloc_aligned_small(align, size)
+                                    : detail::aligned_slow(align, size);
+    errno = saved;
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+void *aligned_alloc(size_t align, size_t size) {
+    if (!is_pow2(align)) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    if (align <= kMallocAlign) return malloc_aligned_small(align, size);
+    return detail::aligned_slow(align, size);
+}
+
+void *valloc(size_t size) {
+    return detail::aligned_slow(kPageSize, size);
+}
+
+void *pvalloc(size_t size) {
+    size_t whole = (size + kPageSize - 1) & ~(kPageSize - 1);
+    if (whole < size) return fail_nomem();
+    return detail::aligned_slow(kPageSize, whole ? whole : kPageSize);
+}
+
+void *realloc(void *p, size_t size) {
+    if (p == nullptr) return malloc(size);
+    if (size == 0) {
+        kmalloc::free(p, "realloc");
+        return nullptr;
+    }
+    if (size > kMaxRequest) return fail_nomem();
+    const size_t have = kmalloc::usable_size(p);
+    if (SLABKIT_UNLIKELY(have == 0)) {
+        report_foreign("realloc", p);
+        errno = EINVAL; // continue-on-error: nothing done
+        return nullptr;
+    }
+    if (size <= have) {
+        // In place unless the block would be mostly empty: then a smaller block, if one can be
+        // had (shrinking never fails).
+        if (size >= have / 2 || have <= kMallocAlign) return p;
+        const int saved = errno;
+        void *q = kmalloc::alloc(process_design(), size, false, kAnyNode);
+        errno = saved;
+        if (!q) return p;
+        memcpy(q, p, size);
+        kmalloc::free(p, "realloc");
+        return q;
+    }
+    // OS blocks grow (and move) by remapping their pages rather than copying them.
+    constexpr size_t kPageTierMax = kPageSize << kMaxOrder;
+    if (have > kPageTierMax && size > kPageTierMax) {
+        if (void *q = large::resize(p, size)) return q;
+    }
+    void *q = kmalloc::alloc(process_design(), size, false, kAnyNode);
+    if (!q) return fail_nomem();
+    memcpy(q, p, have);
+    kmalloc::free(p, "realloc");
+    return q;
+}
+
+void *reallocarray(void *p, size_t n, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
+    return realloc(p, total);
+}
+
+size_t usable_size(const void *p) {
+    if (p == nullptr) return 0;
+    const size_t have = kmalloc::usable_size(p);
+    if (SLABKIT_UNLIKELY(have == 0)) report_foreign("malloc_usable_size", p);
+    return have;
+}
+
+bool trim() {
+    slabkit_page_stats before, after;
+    slabkit_get_page_stats(&before);
+    slabkit_trim();
+    slabkit_get_page_stats(&after);
+    return after.pages_returned > before.pages_returned;
+}
+
+} // namespace slabkit::libc
+
+using namespace slabkit;
+
+extern "C" {
+
+void *slabkit_malloc(size_t size) {
+    return libc::malloc(size);
+}
+void *slabkit_calloc(size_t n, size_t size) {
+    return libc::calloc(n, size);
+}
+void *slabkit_realloc(void *p, size_t size) {
+    return libc::realloc(p, size);
+}
+void *slabkit_reallocarray(void *p, size_t n, size_t size) {
+    return libc::reallocarray(p, n, size);
+}
+void slabkit_free(void *p) {
+    libc::free(p);
+}
+void slabkit_free_sized(void *p, size_t) {
+    libc::free(p);
+}
+void slabkit_free_aligned_sized(void *p, size_t, size_t) {
+    libc::free(p);
+}
+void *slabkit_memalign(size_t align, size_t size) {
+    return libc::memalign(align, size);
+}
+int slabkit_posix_memalign(void **out, size_t align, size_t size) {
+    return libc::posix_memalign(out, align, size);
+}
+void *slabkit_aligned_alloc(size_t align, size_t size) {
+    return libc::aligned_alloc(align, size);
+}
+void *slabkit_valloc(size_t size) {
+    return libc::valloc(size);
+}
+void *slabkit_pvalloc(size_t size) {
+    return libc::pvalloc(size);
+}
+size_t slabkit_malloc_usable_size(const void *p) {
+    return libc::usable_size(p);
+}
+int slabkit_malloc_trim(size_t) {
+    return libc::trim() ? 1 : 0;
+}
+
+} // extern "C"

@@ -1,0 +1,74 @@
+// malloc.hpp - the C library's allocation calls with their exact C and glibc semantics, on
+// kmalloc of the process's design. The prefixed C API (slabkit_malloc, ...) and the malloc
+// replacement (libslabkit-malloc.so: malloc, free, ..., operator new/delete) are both thin
+// wrappers over these, so the fast paths are inlined into each exported symbol.
+//
+// What C asks of malloc beyond kmalloc: a size of 0 still gives a unique pointer (kmalloc's
+// zero-size pointer is not unique), failure sets errno to ENOMEM, sizes above PTRDIFF_MAX fail
+// (pointer differences within a block must be representable), free keeps errno, and the
+// aligned calls check their alignment as their standards say.
+#pragma once
+
+#include "base/compiler.hpp"
+#include "core/cache.hpp"
+#include "kmalloc/kmalloc.hpp"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit::libc {
+
+// glibc's MALLOC_ALIGNMENT on x86-64: blocks of 16 bytes and more are 16-aligned without asking.
+inline constexpr size_t kMallocAlign = 16;
+inline constexpr size_t kMaxRequest = PTRDIFF_MAX;
+
+namespace detail {
+// Size 0, sizes above kmalloc's caches, and failures (errno ENOMEM).
+void *malloc_slow(size_t size);
+void *calloc_slow(size_t n, size_t size);
+void *aligned_slow(size_t align, size_t size); // align: a power of two above kMallocAlign
+} // namespace detail
+
+SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
+    // size - 1 wraps for 0: one compare keeps 0 and sizes above the caches on the slow path.
+    if (SLABKIT_LIKELY(size - 1 < kmalloc::kMaxCacheSize)) {
+        void *p = kmalloc::alloc(process_design(), size, false, kAnyNode);
+        if (SLABKIT_LIKELY(p != nullptr)) return p;
+    }
+    return detail::malloc_slow(size);
+}
+
+SLABKIT_ALWAYS_INLINE void *calloc(size_t n, size_t size) {
+    size_t total;
+    if (SLABKIT_LIKELY(!__builtin_mul_overflow(n, size, &total) &&
+                       total - 1 < kmalloc::kMaxCacheSize)) {
+        void *p = kmalloc::alloc(process_design(), total, true, kAnyNode);
+        if (SLABKIT_LIKELY(p != nullptr)) return p;
+    }
+    return detail::calloc_slow(n, size);
+}
+
+SLABKIT_ALWAYS_INLINE void free(void *p) {
+    kmalloc::free(p, "free");
+}
+
+// memalign: alignments up to 16 are malloc's; others are rounded up to a power of two; one
+// above SIZE_MAX / 2 + 1 cannot be and gives EINVAL (glibc).
+void *memalign(size_t align, size_t size);
+// posix_memalign: EINVAL unless align is a power of two multiple of sizeof(void *); ENOMEM on
+// failure; *out untouched and errno kept either way.
+int posix_memalign(void **out, size_t align, size_t size);
+// aligned_alloc: EINVAL (errno) unless align is a power of two (C23, glibc 2.38).
+void *aligned_alloc(size_t align, size_t size);
+void *valloc(size_t size);
+void *pvalloc(size_t size);
+// realloc(NULL, n) = malloc(n); realloc(p, 0) frees p and returns NULL (glibc).
+void *realloc(void *p, size_t size);
+void *reallocarray(void *p, size_t n, size_t size);
+// 0 for NULL; a pointer slabkit did not hand out is reported (0 in continue-on-error mode).
+size_t usable_size(const void *p);
+// Trims every cache and the page allocator: true if pages went back to the OS.
+bool trim();
+
+} // namespace slabkit::libc

@@ -1,0 +1,124 @@
+// preload.cpp - libslabkit-malloc.so's C symbols: the malloc family under its standard names,
+// for LD_PRELOAD or for linking, plus glibc's malloc_trim, mallinfo2, mallinfo, mallopt and
+// malloc_stats. Compiled only into that library (the libslabkit.so and the static library keep
+// the prefixed names of slabkit.h, so that they can live beside another malloc).
+//
+// None of these allocate through anything but kmalloc, and kmalloc's set-up is static: the
+// first call may come from the dynamic linker or another library's constructor, before main
+// and before our own constructors.
+#include "api/stats.hpp"
+#include "override/malloc.hpp"
+#include "page/page.hpp"
+#include "platform/platform.hpp"
+
+#include <malloc.h>
+
+#define SLABKIT_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace slabkit;
+
+SLABKIT_EXPORT void *malloc(size_t size) {
+    return libc::malloc(size);
+}
+SLABKIT_EXPORT void free(void *p) {
+    libc::free(p);
+}
+SLABKIT_EXPORT void *calloc(size_t n, size_t size) {
+    return libc::calloc(n, size);
+}
+SLABKIT_EXPORT void *realloc(void *p, size_t size) {
+    return libc::realloc(p, size);
+}
+SLABKIT_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
+    return libc::reallocarray(p, n, size);
+}
+SLABKIT_EXPORT void *memalign(size_t align, size_t size) {
+    return libc::memalign(align, size);
+}
+SLABKIT_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+    return libc::posix_memalign(out, align, size);
+}
+SLABKIT_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    return libc::aligned_alloc(align, size);
+}
+SLABKIT_EXPORT void *valloc(size_t size) {
+    return libc::valloc(size);
+}
+SLABKIT_EXPORT void *pvalloc(size_t size) {
+    return libc::pvalloc(size);
+}
+SLABKIT_EXPORT size_t malloc_usable_size(void *p) {
+    return libc::usable_size(p);
+}
+// C23: the size (and alignment) the caller states are not needed to find the block.
+SLABKIT_EXPORT void free_sized(void *p, size_t) {
+    libc::free(p);
+}
+SLABKIT_EXPORT void free_aligned_sized(void *p, size_t, size_t) {
+    libc::free(p);
+}
+
+// ---- glibc's extensions ---------------------------------------------------------------------
+
+// Gives back what slabkit can (every thread's idle queues, free pages): 1 if memory went back
+// to the OS. The padding glibc keeps at the top of its heap has no counterpart.
+SLABKIT_EXPORT int malloc_trim(size_t) {
+    return libc::trim() ? 1 : 0;
+}
+
+// glibc's fields, filled with slabkit's figures (docs/override.md has the mapping):
+//   arena     bytes the page allocator holds for slabs and blocks, and free resident pages
+//   ordblks   free objects in slabs and queues     smblks, usmblks, fsmblks, keepcost   0
+//   hblks     blocks mapped from the OS directly   hblkhd  their bytes
+//   uordblks  bytes handed out (objects and page blocks)  fordblks  arena - uordblks
+SLABKIT_EXPORT struct mallinfo2 mallinfo2(void) {
+    api::heap_totals t;
+    api::gather_heap_totals(&t);
+    struct mallinfo2 mi = {};
+    const size_t page = kPageSize;
+    mi.arena = (t.slab_pages + t.block_pages + t.free_resident_pages) * page;
+    mi.ordblks = t.free_objects;
+    mi.hblks = t.large_blocks;
+    mi.hblkhd = t.large_bytes;
+    mi.uordblks = t.object_bytes + t.block_pages * page;
+    mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
+    return mi;
+}
+
+// The old interface with int fields: the same figures, saturated at INT_MAX.
+SLABKIT_EXPORT struct mallinfo mallinfo(void) {
+    struct mallinfo2 m = mallinfo2();
+    auto clamp = [](size_t v) { return v > INT32_MAX ? INT32_MAX : static_cast<int>(v); };
+    struct mallinfo mi = {};
+    mi.arena = clamp(m.arena);
+    mi.ordblks = clamp(m.ordblks);
+    mi.hblks = clamp(m.hblks);
+    mi.hblkhd = clamp(m.hblkhd);
+    mi.uordblks = clamp(m.uordblks);
+    mi.fordblks = clamp(m.fordblks);
+    return mi;
+}
+
+// glibc's parameters shape its arenas, bins and mmap threshold, none of which slabkit has:
+// every documented one is accepted (1) and ignored; an unknown one is refused (0), as glibc does.
+SLABKIT_EXPORT int mallopt(int param, int) {
+    switch (param) {
+    case M_MXFAST:
+    case M_TRIM_THRESHOLD:
+    case M_TOP_PAD:
+    case M_MMAP_THRESHOLD:
+    case M_MMAP_MAX:
+    case M_CHECK_ACTION:
+    case M_PERTURB:
+    case M_ARENA_TEST:
+    case M_ARENA_MAX:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+// The statistics report (slabinfo table and heap totals) on stderr, like glibc's per-arena one.
+SLABKIT_EXPORT void malloc_stats(void) {
+    api::print_stats(platform::kStderrFd);
+}
