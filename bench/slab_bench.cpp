@@ -4,8 +4,9 @@
 //   cache    slabkit's kmem_cache API: slabkit_cache_create(size) once, then
 //            slabkit_cache_alloc / slabkit_cache_free
 //   kmalloc  slabkit_kmalloc(size) / slabkit_kfree
-//   malloc   the process's malloc / free: glibc, or jemalloc, tcmalloc or mimalloc when the
-//            process runs with LD_PRELOAD of one of them (bench/slab_ratios.py does that)
+//   malloc   the process's malloc / free: glibc, or jemalloc, tcmalloc, mimalloc or slabkit's
+//            libslabkit-malloc.so when the process runs with LD_PRELOAD of one of them
+//            (bench/slab_ratios.py does that)
 // in five workloads:
 //   pair     allocate one object, write its first byte, free it
 //   lifo     allocate kBatch objects (writing the first byte of each), then free them newest
@@ -24,7 +25,8 @@
 //   --interfaces=cache,kmalloc,malloc  register only these interfaces (default: all three)
 //   --sizes=32,64,256,1024             object sizes in bytes (default: these)
 //   --expect_malloc=NAME               refuse to run (exit status 3) unless the process's malloc
-//                                      is NAME: glibc, jemalloc, tcmalloc or mimalloc
+//                                      is NAME: glibc, jemalloc, tcmalloc, mimalloc or
+//                                      slabkit (libslabkit-malloc.so)
 //   --which_malloc                     print the process's malloc and the file it comes from
 // The process's malloc is also written into the JSON output's context ("malloc",
 // "malloc_from"). bench/slab_ratios.py runs this binary once for slabkit and glibc and once per
@@ -85,6 +87,9 @@ malloc_identity identify_malloc() {
             return id;
         }
     }
+    // slabkit's malloc replacement is known by its file name (its exports are the malloc
+    // family's names only).
+    if (id.from.find("/libslabkit-malloc.so") != std::string::npos) id.name = "slabkit";
     if (id.from.find("/libc.so") != std::string::npos) id.name = "glibc";
     return id;
 }

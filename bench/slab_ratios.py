@@ -1,19 +1,22 @@
 #!/usr/bin/python3
-"""Runs bench/slab_bench and prints slabkit's SLQB object allocator side by side with glibc
-malloc, jemalloc, tcmalloc and mimalloc as markdown tables, with the ratio of SLQB's kmem_cache
-to the fastest peer and a PASS/MISS line per target of the SLQB issue.
+"""Runs bench/slab_bench and prints slabkit's SLQB object allocator and its malloc replacement
+side by side with glibc malloc, jemalloc, tcmalloc and mimalloc as markdown tables, with the
+ratios of SLQB's kmem_cache and of slabkit's malloc to the fastest peer and a PASS/MISS line per
+target of the SLQB issue and of the malloc replacement issue.
 
 Usage: /usr/bin/python3 bench/slab_ratios.py [--binary PATH] [--quick] [--min-time S]
                                              [--repetitions N] [--sizes LIST] [--peers LIST]
+                                             [--designs LIST] [--library PATH]
                                              [--filter REGEX] [--json PATH] [--verbose]
 
 How it runs: one process measures slabkit (kmem_cache and kmalloc) and glibc's malloc, with no
-LD_PRELOAD; then, for each peer, the same binary runs again in a child process with
-LD_PRELOAD=<the peer's shared library> and measures only malloc. Every child checks that the
-malloc it calls really comes from the preloaded library (slab_bench --expect_malloc) and a peer
-whose preload does not take is reported missing, never measured as glibc again. With N
-repetitions the processes run in N interleaved rounds (slabkit+glibc, jemalloc, tcmalloc,
-mimalloc, then again), and the tables show the median of the rounds.
+LD_PRELOAD; then, for each slabkit design, the same binary runs in a child process with
+LD_PRELOAD=libslabkit-malloc.so and SLABKIT_ALLOCATOR=<design> and measures only malloc (the
+"slqb malloc" column), and for each peer with LD_PRELOAD=<the peer's shared library>. Every
+child checks that the malloc it calls really comes from the preloaded library (slab_bench
+--expect_malloc) and a peer whose preload does not take is reported missing, never measured as
+glibc again. With N repetitions the processes run in N interleaved rounds (slabkit+glibc, slqb
+malloc, jemalloc, tcmalloc, mimalloc, then again), and the tables show the median of the rounds.
 
 The tables go to stdout; progress (and with --verbose, Google Benchmark's own output) to stderr.
 Exit status: 0, or 1 if a benchmark reported an error. A missing peer is not an error.
@@ -39,10 +42,13 @@ DEFAULT_SIZES = "32,64,256,1024"
 TIME_WORKLOADS = (("pair", "pair"), ("lifo", "batch LIFO"), ("fifo", "batch FIFO"),
                   ("random", "batch random"))
 REMOTE = "remote"
-# Columns: slabkit's two interfaces, then the peers' malloc/free.
+# Columns: slabkit's two interfaces, slabkit's malloc replacement (one column per design, set
+# in main), then the peers' malloc/free.
 SLABKIT = ("slqb cache", "slqb kmalloc")
 PEERS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
 COLUMNS = SLABKIT + PEERS
+MALLOC_COLUMNS = ()  # "<design> malloc" for each design measured
+SLABKIT_MALLOC = "libslabkit-malloc.so"
 # Debian package and library of each preloaded peer (the runtime package, which -dev pulls in).
 PRELOAD = {
     "jemalloc": ("libjemalloc2", "libjemalloc.so.2"),
@@ -73,6 +79,13 @@ def parse_args():
     ap.add_argument("--peers", default=",".join(PRELOAD),
                     help="preloaded peers to run, comma-separated; '' for none "
                          "(default: %(default)s)")
+    ap.add_argument("--designs", default="slqb",
+                    help="slabkit designs whose malloc replacement to preload, each in its own "
+                         "process with SLABKIT_ALLOCATOR=<design>; '' for none "
+                         "(default: %(default)s)")
+    ap.add_argument("--library", default=None,
+                    help=f"slabkit's malloc replacement (default: {SLABKIT_MALLOC} in the build "
+                         "folder of --binary, i.e. <binary>/../../" + SLABKIT_MALLOC + ")")
     ap.add_argument("--filter", default=None,
                     help="passed to every process as --benchmark_filter, e.g. 'pair|remote'")
     ap.add_argument("--json", default=None,
@@ -86,6 +99,12 @@ def parse_args():
         args.repetitions = 1 if args.quick else 3
     if args.min_time <= 0 or args.repetitions < 1:
         ap.error("--min-time must be positive and --repetitions at least 1")
+    args.designs = [d for d in args.designs.split(",") if d]
+    if not all(re.fullmatch(r"[a-z0-9_]+", d) for d in args.designs):
+        ap.error("--designs takes design names separated by commas, e.g. slqb")
+    if args.library is None:
+        args.library = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+            args.binary))), SLABKIT_MALLOC)
     args.peers = [p for p in args.peers.split(",") if p]
     for p in args.peers:
         if p not in PRELOAD:
@@ -132,9 +151,28 @@ def which_malloc(binary, env):
 
 
 def plan_processes(args):
-    """[(label, expected malloc, interfaces, env, preload path)] and {peer: why it is missing}."""
+    """[(label, expected malloc, interfaces, env, preload path)], {peer: why it is missing} and
+    the slabkit malloc columns whose library is there but failed its check."""
     processes = [("slabkit+glibc", "glibc", "cache,kmalloc,malloc", base_env(), None)]
-    missing = {}
+    missing, broken = {}, []
+    for design in args.designs:
+        label = f"{design} malloc"
+        if not os.path.exists(args.library):
+            missing[label] = f"{args.library} not found (build the slabkit_malloc target)"
+            continue
+        env = base_env()
+        env["LD_PRELOAD"] = args.library
+        env["SLABKIT_ALLOCATOR"] = design
+        name, source = which_malloc(args.binary, env)
+        if name != "slabkit":
+            # The library is there but does not work: an error, unlike a missing peer.
+            missing[label] = (f"SLABKIT_ALLOCATOR={design} LD_PRELOAD={args.library} did not "
+                              f"take: malloc is {name or 'unknown'} ({source}); reproduce: "
+                              f"SLABKIT_ALLOCATOR={design} LD_PRELOAD={args.library} "
+                              f"{args.binary} --which_malloc")
+            broken.append(label)
+            continue
+        processes.append((label, "slabkit", "malloc", env, args.library))
     for peer in args.peers:
         package, filename = PRELOAD[peer]
         path = find_library(package, filename)
@@ -149,7 +187,7 @@ def plan_processes(args):
                              f"{name or 'unknown'} ({source})")
             continue
         processes.append((peer, peer, "malloc", env, path))
-    return processes, missing
+    return processes, missing, broken
 
 
 def run_process(args, label, expect, interfaces, env, out_path):
@@ -159,7 +197,9 @@ def run_process(args, label, expect, interfaces, env, out_path):
     if args.filter:
         cmd.append(f"--benchmark_filter={args.filter}")
     preload = env.get("LD_PRELOAD")
-    log(f"[{label}] $ " + (f"LD_PRELOAD={preload} " if preload else "") + shlex.join(cmd))
+    design = env.get("SLABKIT_ALLOCATOR") if preload else None
+    log(f"[{label}] $ " + (f"SLABKIT_ALLOCATOR={design} " if design else "")
+        + (f"LD_PRELOAD={preload} " if preload else "") + shlex.join(cmd))
     try:
         # Google Benchmark's console output (stdout) and context lines (stderr) are kept out of
         # the way unless --verbose; stderr is shown when the process fails.
@@ -253,12 +293,27 @@ def size_label(size):
 def print_tables(results, missing, sizes):
     head = " | ".join(COLUMNS)
     align = " | ".join("---:" for _ in COLUMNS)
-    verdicts = {"pair": [], REMOTE: []}
+    # The ratio columns: SLQB's kmem_cache, then each design's malloc replacement.
+    ratio_of = ("slqb cache",) + MALLOC_COLUMNS
+    verdicts = {(c, w): [] for c in ratio_of for w in ("pair", REMOTE)}
+
+    def ratio_cells(med, peer_v, workload, size, peer):
+        cells = []
+        for c in ratio_of:
+            mine = med[c]
+            ratio = mine / peer_v if mine is not None and peer_v else None
+            if workload in ("pair", REMOTE):
+                verdicts[(c, workload)].append((size, mine, peer, peer_v, ratio))
+            cells.append(fmt_ratio(ratio))
+        return " | ".join(cells)
+
+    def ratio_head(which):
+        return " | ".join(f"{c.replace('slqb ', '')} / {which}" for c in ratio_of)
 
     print("Time per object, ns (allocate it, write its first byte, free it); lower is better.")
     print()
-    print(f"| workload | size | {head} | fastest peer | cache / fastest peer |")
-    print(f"| --- | ---: | {align} | --- | ---: |")
+    print(f"| workload | size | {head} | fastest peer | {ratio_head('fastest peer')} |")
+    print(f"| --- | ---: | {align} | --- | {' | '.join('---:' for _ in ratio_of)} |")
     for workload, label in TIME_WORKLOADS:
         for size in sizes:
             row = results.get((workload, size))
@@ -266,42 +321,41 @@ def print_tables(results, missing, sizes):
                 continue
             med = medians(row)
             peer, peer_v = best_peer(med, lower_is_better=True)
-            cache = med["slqb cache"]
-            ratio = cache / peer_v if cache is not None and peer_v else None
-            if workload == "pair":
-                verdicts["pair"].append((size, cache, peer, peer_v, ratio))
             cells = " | ".join(fmt(med[c]) for c in COLUMNS)
             print(f"| {label} | {size_label(size)} | {cells} | {peer or '-'} "
-                  f"| {fmt_ratio(ratio)} |")
+                  f"| {ratio_cells(med, peer_v, workload, size, peer)} |")
     print()
 
     if any((REMOTE, size) in results for size in sizes):
         print("Producer/consumer remote frees, million objects per second (one thread allocates "
               "and passes, the other frees); higher is better.")
         print()
-        print(f"| workload | size | {head} | best peer | cache / best peer |")
-        print(f"| --- | ---: | {align} | --- | ---: |")
+        print(f"| workload | size | {head} | best peer | {ratio_head('best peer')} |")
+        print(f"| --- | ---: | {align} | --- | {' | '.join('---:' for _ in ratio_of)} |")
         for size in sizes:
             row = results.get((REMOTE, size))
             if not row:
                 continue
             med = medians(row, lower_is_better=False)
             peer, peer_v = best_peer(med, lower_is_better=False)
-            cache = med["slqb cache"]
-            ratio = cache / peer_v if cache is not None and peer_v else None
-            verdicts[REMOTE].append((size, cache, peer, peer_v, ratio))
             cells = " | ".join(fmt(med[c]) for c in COLUMNS)
             print(f"| remote | {size_label(size)} | {cells} | {peer or '-'} "
-                  f"| {fmt_ratio(ratio)} |")
+                  f"| {ratio_cells(med, peer_v, REMOTE, size, peer)} |")
         print()
 
     print_target("SLQB kmem_cache pair <= 0.8x fastest peer's malloc/free pair",
-                 verdicts["pair"], "ns", lambda r: r <= 0.8)
-    print_target("SLQB remote-free throughput >= best peer's", verdicts[REMOTE], "Mobj/s",
-                 lambda r: r >= 1.0)
+                 verdicts[("slqb cache", "pair")], "ns", lambda r: r <= 0.8)
+    print_target("SLQB remote-free throughput >= best peer's",
+                 verdicts[("slqb cache", REMOTE)], "Mobj/s", lambda r: r >= 1.0)
+    for c in MALLOC_COLUMNS:
+        design = c.split()[0].upper()
+        print_target(f"{design} malloc pair <= fastest peer's malloc/free pair",
+                     verdicts[(c, "pair")], "ns", lambda r: r <= 1.0)
+        print_target(f"{design} malloc remote-free throughput >= best peer's",
+                     verdicts[(c, REMOTE)], "Mobj/s", lambda r: r >= 1.0)
     if missing:
-        print("Peers missing, so the targets are judged against the others: "
-              + "; ".join(f"{p}: {why}" for p, why in missing.items()))
+        print("Missing, so not in the tables (a missing peer: the targets are judged against "
+              "the others): " + "; ".join(f"{p}: {why}" for p, why in missing.items()))
 
 
 def print_target(title, rows, unit, ok):
@@ -331,11 +385,13 @@ def print_notes(args, context, loads, spreads, command):
         print("Google Benchmark calls its library a debug build (Debian's package); that does "
               "not touch the timed loops, whose per-iteration code is inline from the header.")
     print("Columns: slqb cache = slabkit's kmem_cache API (slabkit_cache_create of the size, "
-          "slabkit_cache_alloc/free); slqb kmalloc = slabkit_kmalloc/kfree; the peers are "
+          "slabkit_cache_alloc/free); slqb kmalloc = slabkit_kmalloc/kfree; <design> malloc = "
+          f"malloc/free of slabkit's malloc replacement ({args.library}, LD_PRELOADed with "
+          "SLABKIT_ALLOCATOR=<design>, in its own process); the peers are "
           "malloc/free of glibc (no preload) and of jemalloc, tcmalloc and mimalloc, each "
-          "LD_PRELOADed from Debian's package into its own process. The ratio column divides the "
-          "slqb cache figure by the best peer's (time: below 1 = slabkit faster; throughput: "
-          "above 1 = slabkit faster).")
+          "LD_PRELOADed from Debian's package into its own process. The ratio columns divide the "
+          "slqb cache figure, and each slabkit malloc figure, by the best peer's (time: below "
+          "1 = slabkit faster; throughput: above 1 = slabkit faster).")
     print(f"pair: one object at a time. batch: {BATCH} objects allocated, then freed newest "
           "first (LIFO), oldest first (FIFO) or in a fixed random order; time per object. "
           "Single-thread workloads are timed in thread CPU time. remote: wall-clock throughput "
@@ -346,14 +402,16 @@ def print_notes(args, context, loads, spreads, command):
 
 def main():
     args = parse_args()
-    global STAT
+    global STAT, COLUMNS, MALLOC_COLUMNS
     STAT = args.stat
+    MALLOC_COLUMNS = tuple(f"{d} malloc" for d in args.designs)
+    COLUMNS = SLABKIT + MALLOC_COLUMNS + PEERS
     command = "/usr/bin/python3 " + shlex.join(["bench/slab_ratios.py"] + sys.argv[1:])
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"slab_ratios: {args.binary} is not there (build the slab_bench target)")
     sizes = [int(s) for s in args.sizes.split(",")]
     loads = [os.getloadavg()[0]]
-    processes, missing = plan_processes(args)
+    processes, missing, broken = plan_processes(args)
     for peer, why in missing.items():
         log(f"slab_ratios: {peer} is missing: {why}")
     runs, saved = [], []
@@ -363,9 +421,15 @@ def main():
             for label, expect, interfaces, env, preload in processes:
                 if label in missing:
                     continue
-                out = os.path.join(tmp, f"{label}.{rnd}.json")
+                out = os.path.join(tmp, f"{label.replace(' ', '-')}.{rnd}.json")
                 data, why = run_process(args, label, expect, interfaces, env, out)
                 if data is None:
+                    if label in MALLOC_COLUMNS:
+                        # slabkit's own malloc failing is an error, not a missing peer.
+                        why += ("; reproduce: " + f"SLABKIT_ALLOCATOR={env['SLABKIT_ALLOCATOR']} "
+                                f"LD_PRELOAD={preload} {args.binary} --interfaces=malloc "
+                                f"--sizes={args.sizes} --expect_malloc=slabkit")
+                        broken.append(label)
                     missing[label] = why
                     log(f"slab_ratios: {label} is missing: {why}")
                     continue
@@ -395,11 +459,13 @@ def main():
                     spread = (max(values) - min(values)) / med
                     if spread >= spreads.get(kind, (-1.0,))[0]:
                         spreads[kind] = (spread, f"{workload} {size_label(size)} {column}")
-    print("slabkit (SLQB) against glibc, jemalloc, tcmalloc and mimalloc: sizes "
+    print("slabkit (SLQB" + (", and the malloc replacement" if MALLOC_COLUMNS else "")
+          + ") against glibc, jemalloc, tcmalloc and mimalloc: sizes "
           + ", ".join(map(size_label, sizes)))
     print()
     print_tables(results, missing, sizes)
     print_notes(args, runs[0][1].get("context", {}), loads, spreads, command)
+    errors += [f"{label}: {missing[label]}" for label in broken]
     for e in errors:
         print(f"ERROR {e}")
     return 1 if errors else 0
