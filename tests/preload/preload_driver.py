@@ -231,7 +231,7 @@ def main():
 
         # 4. Compare and check.
         label, out, err = runs[-1]
-        if args.show_stdout or args.preload_only:
+        if (args.show_stdout or args.preload_only) and not failures:
             log('--- stdout of the %s run ---' % label)
             log(tail(out))
         if not args.preload_only and not failures:
@@ -240,11 +240,12 @@ def main():
                 failures.append('stdout differs from the system allocator run')
             else:
                 log('stdout identical (%d bytes)' % len(out))
-        for text in args.expect_stderr:
-            if text.encode() not in err:
-                failures.append('preloaded stderr lacks %r' % text)
-                log('--- stderr of the preloaded run (tail) ---')
-                log(tail(err))
+        missing = [text for text in args.expect_stderr if text.encode() not in err]
+        for text in missing:
+            failures.append('preloaded stderr lacks %r' % text)
+        if args.expect_stderr:
+            log('--- stderr of the %s run (tail) ---' % label)
+            log(tail(err))
         if not args.expect_stderr and not args.preload_only and err != runs[0][2]:
             # Not a failure (stderr is not compared), but worth seeing in the log.
             log('note: stderr of the preloaded run differs from the reference run\'s:')
