@@ -2,9 +2,10 @@
 // malloc/free/new/delete, so a preloaded malloc serves it.
 //
 //  1. Producer threads allocate blocks of many sizes (8 B .. 1 MiB) with malloc, calloc,
-//     realloc, aligned_alloc, posix_memalign, new[], sized and aligned operator new, fill them
-//     with a pattern and pass them through a queue to consumer threads, which check the pattern
-//     (and the alignment, and calloc's zeroes), sometimes shrink them with realloc, and free them:
+//     realloc, aligned_alloc, posix_memalign and every operator new (array, nothrow, aligned),
+//     fill them with a pattern and pass them through a queue to consumer threads, which check
+//     the pattern (and the alignment, and calloc's zeroes), sometimes shrink them with realloc,
+//     and free them with the matching free or operator delete (sized or not, nothrow, aligned):
 //     nearly every free is a cross-thread free.
 //  2. Mid-run the main thread takes some blocks off the queue and fork()s while the producers and
 //     consumers are busy. The child checks and frees those blocks (allocated by threads that do
@@ -97,13 +98,15 @@ enum kind : uint8_t {
     k_realloc,
     k_aligned_alloc,
     k_posix_memalign,
-    k_new_array,
-    k_new_sized,
-    k_new_aligned,
+    k_new_array,   // new[] / delete[], and operator new[] / sized operator delete[]
+    k_new_sized,   // operator new / operator delete, sized or not
+    k_new_nothrow, // the nothrow operators new and delete, single and array
+    k_new_aligned, // aligned operators new and delete: single, array, sized, nothrow
     k_kinds
 };
-const char *const kind_names[k_kinds] = {"malloc",         "calloc", "realloc",   "aligned_alloc",
-                                         "posix_memalign", "new[]",  "new(size)", "new(align)"};
+const char *const kind_names[k_kinds] = {"malloc",        "calloc",         "realloc",
+                                         "aligned_alloc", "posix_memalign", "new[]",
+                                         "new",           "nothrow",        "aligned new"};
 
 struct item {
     void *p;
@@ -174,13 +177,29 @@ item make_item(uint64_t &rng) {
         if (posix_memalign(&it.p, it.align, it.size) != 0) it.p = nullptr;
         break;
     case k_new_array:
-        it.p = new unsigned char[it.size];
+        if (it.seed & 2)
+            it.p = ::operator new[](it.size);
+        else
+            it.p = new unsigned char[it.size];
         break;
     case k_new_sized:
         it.p = ::operator new(it.size);
         break;
+    case k_new_nothrow:
+        if (it.seed & 2)
+            it.p = ::operator new[](it.size, std::nothrow);
+        else
+            it.p = ::operator new(it.size, std::nothrow);
+        break;
     case k_new_aligned:
-        it.p = ::operator new(it.size, std::align_val_t(it.align));
+        if (it.seed & 2)
+            it.p = (it.seed & 4)
+                       ? ::operator new[](it.size, std::align_val_t(it.align))
+                       : ::operator new[](it.size, std::align_val_t(it.align), std::nothrow);
+        else
+            it.p = (it.seed & 4)
+                       ? ::operator new(it.size, std::align_val_t(it.align))
+                       : ::operator new(it.size, std::align_val_t(it.align), std::nothrow);
         break;
     default:
         break;
@@ -225,17 +244,44 @@ void check_and_free(const item &it, bool may_shrink) {
     if (!check(it.p, it.size, it.seed)) error("pattern corrupted", it.p, it.size);
     switch (it.how) {
     case k_new_array:
-        delete[] static_cast<unsigned char *>(it.p);
+        if (it.seed & 2)
+            ::operator delete[](it.p, it.size);
+        else
+            delete[] static_cast<unsigned char *>(it.p);
         break;
     case k_new_sized:
-        ::operator delete(it.p, it.size);
-        break;
-    case k_new_aligned:
         if (it.seed & 1)
-            ::operator delete(it.p, it.size, std::align_val_t(it.align));
+            ::operator delete(it.p, it.size);
         else
-            ::operator delete(it.p, std::align_val_t(it.align));
+            ::operator delete(it.p);
         break;
+    case k_new_nothrow:
+        if (it.seed & 2)
+            ::operator delete[](it.p, std::nothrow);
+        else
+            ::operator delete(it.p, std::nothrow);
+        break;
+    case k_new_aligned: {
+        auto al = std::align_val_t(it.align);
+        bool array = it.seed & 2;
+        if (it.seed & 1) { // sized
+            if (array)
+                ::operator delete[](it.p, it.size, al);
+            else
+                ::operator delete(it.p, it.size, al);
+        } else if (it.seed & 4) {
+            if (array)
+                ::operator delete[](it.p, al);
+            else
+                ::operator delete(it.p, al);
+        } else {
+            if (array)
+                ::operator delete[](it.p, al, std::nothrow);
+            else
+                ::operator delete(it.p, al, std::nothrow);
+        }
+        break;
+    }
     case k_malloc:
     case k_calloc:
     case k_realloc:
