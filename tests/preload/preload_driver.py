@@ -17,6 +17,10 @@ Steps:
     stderr is never compared (SLABKIT_STATS=exit writes a table there); --expect-stderr checks
     that the preloaded run's stderr contains a text.
 
+The reference run gets no SLABKIT_* setting; the preloaded runs keep the caller's (say
+SLABKIT_FAKE_NUMA=2), except SLABKIT_CONTINUE_ON_ERROR, and get SLABKIT_ALLOCATOR=D and the
+--preload-env settings.
+
 Each run gets a fresh, empty working directory at the same path (so that paths in the output,
 e.g. a compiler's DW_AT_comp_dir, do not differ), also used as TMPDIR.
 """
@@ -97,6 +101,13 @@ def base_env(extra):
            if k != 'LD_PRELOAD' and not k.startswith('SLABKIT_')}
     env.update(extra)
     return env
+
+
+def inherited_slabkit_env():
+    """The caller's SLABKIT_* settings, which the preloaded runs keep (e.g. SLABKIT_FAKE_NUMA=2
+    ctest -L preload), except SLABKIT_CONTINUE_ON_ERROR: a bad free must abort here."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith('SLABKIT_') and k != 'SLABKIT_CONTINUE_ON_ERROR'}
 
 
 def run(cmd, env, cwd, stdin_path, timeout):
@@ -189,7 +200,8 @@ def main():
         return dict(item.split('=', 1) for item in items)
 
     env = base_env(pairs(args.env))
-    penv = dict(env, LD_PRELOAD=lib, SLABKIT_ALLOCATOR=args.design)
+    penv = dict(env, **inherited_slabkit_env())
+    penv.update(LD_PRELOAD=lib, SLABKIT_ALLOCATOR=args.design)
     penv.update(pairs(args.preload_env))
 
     top = tempfile.mkdtemp(prefix='slabkit-preload-%s-' % args.name)
