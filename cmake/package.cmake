@@ -37,6 +37,11 @@ install(TARGETS slabkit EXPORT slabkit-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The malloc replacement, for LD_PRELOAD or -lslabkit-malloc (not part of the CMake package:
+# linking it replaces the program's malloc, a choice made on the link line).
+if(TARGET slabkit_malloc)
+  install(TARGETS slabkit_malloc LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/slabkit
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
