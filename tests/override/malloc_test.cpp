@@ -549,6 +549,27 @@ TEST(MallocReplacement, MallocStatsPrintsTheSlabinfoTable) {
     EXPECT_NE(text.find("objects in use"), std::string::npos) << text;
 }
 
+// A thread's first malloc takes a slot and arms the thread-exit hook with pthread_setspecific;
+// glibc allocates (calloc) the second level of a thread's key table on its first use of a key
+// numbered 32 or more. Here every new thread's first allocation comes from inside
+// pthread_setspecific on such a key: it must neither recurse forever nor deadlock.
+TEST(MallocReplacement, FirstMallocFromInsidePthreadSetspecific) {
+    std::vector<pthread_key_t> keys(100);
+    for (auto &k : keys) ASSERT_EQ(pthread_key_create(&k, nullptr), 0);
+    for (int round = 0; round < 20; ++round) {
+        std::thread t([&] {
+            int value = 1;
+            ASSERT_EQ(pthread_setspecific(keys.back(), &value), 0);
+            EXPECT_EQ(pthread_getspecific(keys.back()), &value);
+            void *p = ::malloc(64);
+            EXPECT_NE(p, nullptr);
+            ::free(p);
+        });
+        t.join();
+    }
+    for (auto k : keys) pthread_key_delete(k);
+}
+
 struct alignas(256) overaligned {
     char bytes[300];
 };
