@@ -7,7 +7,7 @@ as markdown tables, with the ratios to glibc and to the best peer and a PASS/MIS
 target of the malloc replacement issue.
 
 Usage: /usr/bin/python3 bench/kbuild.py [--quick] [--runs N] [--jobs N] [--allocators LIST]
-                                        [--designs LIST] [--library PATH] [--stat avg|min]
+                                        [--designs LIST] [--library PATH] [--stat avg|median|min]
                                         [--cxx PATH] [--json PATH] [--verbose]
 
 How it runs: the set is compiled (g++ -std=c++20 -O2 -c, each object file into a temporary
@@ -148,9 +148,10 @@ def parse_args():
                          "'' for none (default: %(default)s)")
     ap.add_argument("--library", default=DEFAULT_LIBRARY,
                     help="slabkit's malloc replacement (default: %(default)s)")
-    ap.add_argument("--stat", choices=("avg", "min"), default="avg",
-                    help="the figure the ratios and targets use: the average of the runs or the "
-                         "best run (default: %(default)s)")
+    ap.add_argument("--stat", choices=("avg", "median", "min"), default="avg",
+                    help="the figure the ratios and targets use: the average of the runs, their "
+                         "median, or the best run (least time, least RSS: steadier when other "
+                         "work comes and goes on the machine) (default: %(default)s)")
     ap.add_argument("--cxx", default=shutil.which("g++") or "g++",
                     help="the compiler (default: %(default)s)")
     ap.add_argument("--json", default=None, help="save every run's figures here")
@@ -383,6 +384,7 @@ def stats(values):
     if not values:
         return None
     return {"min": min(values), "max": max(values), "avg": statistics.fmean(values),
+            "median": statistics.median(values),
             "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
@@ -416,21 +418,22 @@ def print_tables(args, allocs, missing, units, stat):
     fastest = min(peers, key=lambda p: pick(p, "wall"), default=None)
     leanest = min(peers, key=lambda p: pick(p, "rss"), default=None)
     glibc = "glibc" if "glibc" in figures else None
-    word = "average" if stat == "avg" else "best run"
+    word = {"avg": "average", "median": "median", "min": "best run"}[stat]
 
     print(f"Wall time to compile the set, seconds ({len(units)} translation units, {args.jobs} "
           f"at a time); lower is better. Ratios use the {word}.")
     print()
-    print("| allocator | runs | min | max | avg | sd | CPU s (avg) | / glibc | / fastest peer |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| allocator | runs | min | max | avg | sd | median | CPU s (avg) | / glibc "
+          "| / fastest peer |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for a in measured:
         w, c = figures[a.name]["wall"], figures[a.name]["cpu"]
         print(f"| {a.name} | {len(a.runs)} | {fmt(w['min'])} | {fmt(w['max'])} | "
-              f"{fmt(w['avg'])} | {fmt(w['sd'])} | {fmt(c['avg'])} | "
+              f"{fmt(w['avg'])} | {fmt(w['sd'])} | {fmt(w['median'])} | {fmt(c['avg'])} | "
               f"{fmt_ratio(ratio(pick(a.name, 'wall'), pick(glibc, 'wall')))} | "
               f"{fmt_ratio(ratio(pick(a.name, 'wall'), pick(fastest, 'wall')))} |")
     for name in missing:
-        print(f"| {name} | 0 | - | - | - | - | - | - | - |")
+        print(f"| {name} | 0 | - | - | - | - | - | - | - | - |")
     print()
     print(f"Fastest peer: {fastest or '-'}.")
     print()
