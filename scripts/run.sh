@@ -7,7 +7,7 @@
 #   3. kbuild-like: g++ compiling a set of this project's sources under slabkit's malloc
 #      replacement and under each of those mallocs, wall time and peak RSS (bench/kbuild.py).
 # Quick by default (about 3 minutes on 2 CPUs); --full: longer runs, 3 rounds, medians, and the
-# full kbuild set over 5 rounds (10 to 12 minutes). --no-pages skips part 2, --no-kbuild part 3.
+# full kbuild set over 5 rounds (10 to 15 minutes). --no-pages skips part 2, --no-kbuild part 3.
 # Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild]
 set -euo pipefail
 cd "$(dirname "$0")/.."
