@@ -1,7 +1,15 @@
 // new_delete.cpp - every replaceable operator new and delete of C++17 and later, on the malloc
-// family. Compiled with exceptions (the only such file): a failed operator new calls the
-// installed new-handler and retries, and throws std::bad_alloc when there is none.
+// family.
+//
+// The library does not depend on the C++ runtime: a C program that preloads it (python3,
+// sqlite3, cc1plus) should not load libstdc++, which costs it about 1.5 MiB of resident memory.
+// What a failed operator new needs from the runtime - the installed new-handler, and throwing
+// std::bad_alloc - is reached through weak references, which find libstdc++ in any C++ program
+// (it is loaded there already) and are null in a C program, where no handler can be installed.
+// This file is compiled without exceptions (no personality routine, no catch): a bad_alloc
+// thrown by the runtime unwinds through these frames with their unwind tables.
 #include "override/malloc.hpp"
+#include "platform/platform.hpp"
 
 #include <new>
 
@@ -9,7 +17,17 @@
 
 using namespace slabkit;
 
+// std::get_new_handler() and std::__throw_bad_alloc() of libstdc++, if it is loaded.
+extern "C" std::new_handler slabkit_cxx_get_new_handler() __asm__("_ZSt15get_new_handlerv")
+    __attribute__((weak));
+extern "C" [[noreturn]] void slabkit_cxx_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
+    __attribute__((weak));
+
 namespace {
+
+std::new_handler current_handler() {
+    return slabkit_cxx_get_new_handler ? slabkit_cxx_get_new_handler() : nullptr;
+}
 
 // Alignments up to malloc's own need nothing more than a large enough size.
 SLABKIT_ALWAYS_INLINE void *alloc_aligned(size_t size, size_t align) {
@@ -22,18 +40,35 @@ SLABKIT_NOINLINE void *new_slow(size_t size, size_t align) {
     for (;;) {
         void *p = alloc_aligned(size, align);
         if (p) return p;
-        std::new_handler handler = std::get_new_handler();
-        if (!handler) throw std::bad_alloc();
+        std::new_handler handler = current_handler();
+        if (!handler) {
+            if (slabkit_cxx_throw_bad_alloc) slabkit_cxx_throw_bad_alloc();
+            platform::fatal("slabkit: operator new(%zu): out of memory, and no C++ runtime to "
+                            "throw std::bad_alloc\n",
+                            size);
+        }
         handler();
     }
 }
 
+// A nothrow new whose allocation failed. Without a new-handler the answer is NULL. With one,
+// the handler may throw, and the exception must become NULL: that takes a catch, which this
+// runtime-free file cannot have, so the C++ runtime's own nothrow operator (the next definition
+// of the symbol, which wraps the throwing operator new - ours - in a try/catch) does it.
 SLABKIT_NOINLINE void *new_nothrow_slow(size_t size, size_t align) noexcept {
-    try {
-        return new_slow(size, align);
-    } catch (...) {
-        return nullptr;
+    void *p = alloc_aligned(size, align);
+    if (p || !current_handler()) return p;
+    const std::nothrow_t tag{}; // not std::nothrow: that object lives in libstdc++
+    if (align <= libc::kMallocAlign) {
+        using nothrow_new = void *(*)(size_t, const std::nothrow_t &) noexcept;
+        auto next = reinterpret_cast<nothrow_new>(platform::next_symbol("_ZnwmRKSt9nothrow_t"));
+        return next ? next(size, tag) : nullptr;
     }
+    using nothrow_aligned_new =
+        void *(*)(size_t, std::align_val_t, const std::nothrow_t &) noexcept;
+    auto next = reinterpret_cast<nothrow_aligned_new>(
+        platform::next_symbol("_ZnwmSt11align_val_tRKSt9nothrow_t"));
+    return next ? next(size, std::align_val_t{align}, tag) : nullptr;
 }
 
 SLABKIT_ALWAYS_INLINE void *new_impl(size_t size) {

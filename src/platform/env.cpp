@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace slabkit::platform {
@@ -46,6 +47,10 @@ uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t ma
         return fallback;
     }
     return value;
+}
+
+void *next_symbol(const char *name) {
+    return dlsym(RTLD_NEXT, name);
 }
 
 void write_stderr(const char *buf, size_t len) {

@@ -1,6 +1,7 @@
 // memory.cpp - address space: reserve, commit, decommit, protect, release, residency, binding.
 #include "platform/platform.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <sys/mman.h>
@@ -10,7 +11,14 @@
 namespace slabkit::platform {
 
 size_t page_size() {
-    static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    // Constant-initialised, not a guarded local static: the library must not need the C++
+    // runtime (__cxa_guard_acquire), see override/new_delete.cpp.
+    static std::atomic<size_t> cached{0};
+    size_t size = cached.load(std::memory_order_relaxed);
+    if (__builtin_expect(size == 0, 0)) {
+        size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        cached.store(size, std::memory_order_relaxed);
+    }
     return size;
 }
 

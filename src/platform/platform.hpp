@@ -121,6 +121,9 @@ const char *env(const char *name);
 // `fallback`. Set but not such a number: prints a clear warning naming the variable, the value
 // and the accepted range, and returns `fallback`.
 uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max);
+// The next definition of a symbol after the calling library's (dlsym RTLD_NEXT), or nullptr.
+// May allocate: never call it from inside an allocator lock.
+void *next_symbol(const char *name);
 // Writes all of buf to standard error (retrying short writes); never allocates; keeps errno.
 void write_stderr(const char *buf, size_t len);
 // The same to any file descriptor.

@@ -19,7 +19,8 @@ static unsigned caller_node(slqb_cache *s);
 slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
     if (SLABKIT_LIKELY(c)) return c;
-    void *mem = alloc_shared(&cpu_cache());
+    // The bootstrap caches' structures are static (allocating them would recurse).
+    void *mem = s->meta ? meta_cpu_storage(s, slot) : alloc_shared(&cpu_cache());
     if (!mem) return nullptr;
     c = new (mem) slqb_cpu();
     init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);

@@ -84,6 +84,10 @@ slqb_cache &node_cache() {
     return g_meta[kMetaNode];
 }
 
+slqb_cpu *meta_cpu_storage(slqb_cache *s, unsigned slot) {
+    return &g_meta_cpus[s - g_meta][slot];
+}
+
 void bootstrap() {
     if (SLABKIT_LIKELY(g_booted.load(std::memory_order_acquire))) return;
     platform::lock_guard guard(g_boot_lock);
@@ -92,12 +96,9 @@ void bootstrap() {
         slqb_cache *s = &g_meta[m];
         setup_common(s, cache_args{kMetaNames[m], kMetaSizes[m], kCacheLine, 0, nullptr});
         s->meta = true;
+        // Per-slot structures come from g_meta_cpus when a slot first uses the cache
+        // (get_cpu): set up all 1024 here, they would make 1.2 MiB resident in every process.
         s->cpu_slab = g_meta_cpu_slab[m];
-        for (unsigned slot = 0; slot < kMaxSlots; ++slot) {
-            slqb_cpu *c = &g_meta_cpus[m][slot];
-            init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
-            s->cpu_slab[slot].store(c, std::memory_order_relaxed);
-        }
         for (unsigned n = 0; n < s->nr_nodes; ++n) {
             init_list(&g_meta_nodes[m][n].list, s, n, true);
             s->node_slab[n] = &g_meta_nodes[m][n];

@@ -71,6 +71,8 @@ inline void count(slqb_list *l, stat_item item, uint64_t n = 1) {
 slqb_cache &cpu_cache();
 slqb_cache &node_cache();
 slqb_cache &cache_cache();
+// A bootstrap cache's static per-slot structure for `slot` (uninitialised until get_cpu).
+slqb_cpu *meta_cpu_storage(slqb_cache *s, unsigned slot);
 
 // An object from the caller's node list (shared by all slots): the bootstrap caches' objects
 // are long-lived and made by whichever thread comes first, so packing them into shared slabs

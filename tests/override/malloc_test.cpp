@@ -607,17 +607,35 @@ void release_nothing_then_give_up() {
     std::set_new_handler(nullptr);
 }
 
+void throw_from_the_handler() {
+    g_handler_calls.fetch_add(1);
+    throw std::bad_alloc();
+}
+
+// A nothrow new whose handler throws must still return NULL.
+TEST(MallocReplacement, NothrowNewTurnsAThrowingHandlerIntoNull) {
+    volatile size_t huge = SIZE_MAX / 2;
+    int before = g_handler_calls.load();
+    std::set_new_handler(throw_from_the_handler);
+    EXPECT_EQ(::operator new(huge, std::nothrow), nullptr);
+    EXPECT_EQ(::operator new[](huge, std::align_val_t{4096}, std::nothrow), nullptr);
+    EXPECT_THROW((void)::operator new(huge), std::bad_alloc);
+    std::set_new_handler(nullptr);
+    EXPECT_EQ(g_handler_calls.load(), before + 3);
+}
+
 TEST(MallocReplacement, FailedNewCallsTheHandlerThenThrows) {
     volatile size_t huge = SIZE_MAX / 2;
     EXPECT_THROW((void)::operator new(huge), std::bad_alloc);
     EXPECT_EQ(::operator new(huge, std::nothrow), nullptr);
     EXPECT_EQ(::operator new[](huge, std::align_val_t{64}, std::nothrow), nullptr);
+    const int before = g_handler_calls.load();
     std::set_new_handler(release_nothing_then_give_up);
     EXPECT_THROW((void)::operator new[](huge), std::bad_alloc);
-    EXPECT_EQ(g_handler_calls.load(), 1);
+    EXPECT_EQ(g_handler_calls.load(), before + 1);
     std::set_new_handler(release_nothing_then_give_up);
     EXPECT_EQ(::operator new (huge, std::align_val_t{128}, std::nothrow), nullptr);
-    EXPECT_EQ(g_handler_calls.load(), 2);
+    EXPECT_EQ(g_handler_calls.load(), before + 2);
 }
 
 #endif
