@@ -39,6 +39,22 @@ void unlink_free(page_allocator::zone &z, page *pg, unsigned order) {
 
 } // namespace
 
+// The next never-used max-order block of the zone's chunks, off no list (state clean, as if it
+// had just been taken from the clean list); nullptr when every chunk is carved. Zone lock held.
+page *page_allocator::carve_fresh(zone &z) {
+    if (z.fresh_blocks == 0) return nullptr;
+    for (chunk *c = z.chunks; c; c = c->next) {
+        if (c->fresh_pfn >= kPagesPerChunk) continue;
+        page *pg = pfn_to_page(c, c->fresh_pfn);
+        c->fresh_pfn += size_t{1} << kMaxOrder;
+        --z.fresh_blocks;
+        pg->priv[0] = 0;
+        pg->set_state(PG_buddy | PG_clean | kMaxOrder);
+        return pg;
+    }
+    return nullptr;
+}
+
 // Removes a block of exactly `order` from the zone, splitting a larger one if needed; the
 // halves split off go back to the free lists. Dirty blocks (warm memory) are preferred at any
 // order over clean ones. Called with z.lock held; nullptr when the zone has no block that big.
@@ -53,6 +69,11 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
                 break;
             }
         }
+    if (!pg) {
+        // Fresh memory last: blocks already split, warm or decommitted, come first.
+        pg = carve_fresh(z);
+        found = kMaxOrder;
+    }
     if (!pg) return nullptr;
 
     chunk *c = chunk_of(pg);
@@ -135,6 +156,7 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
             platform::lock_guard zone_guard(z.lock);
             for (unsigned o = order; o <= kMaxOrder; ++o)
                 if (!z.dirty[o].empty() || !z.clean[o].empty()) return true;
+            if (z.fresh_blocks) return true;
             purging = z.purging_pages >= (size_t{1} << order);
         }
         if (!purging) break;
@@ -191,14 +213,10 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         ++z.nr_chunks;
         z.usable_pages += kUsablePages;
         z.free_pages += kUsablePages;
-        // Fresh pages were never touched: clean blocks, at the back so that blocks already
-        // split stay preferred.
-        for (size_t pfn = kMetaPages; pfn < kPagesPerChunk; pfn += size_t{1} << kMaxOrder) {
-            page *pg = pfn_to_page(c, pfn);
-            pg->priv[0] = 0;
-            pg->set_state(PG_buddy | PG_clean | kMaxOrder);
-            z.clean[kMaxOrder].push_back(pg);
-        }
+        // Fresh pages were never touched: carved into clean max-order blocks when the free
+        // lists run out (carve_fresh).
+        c->fresh_pfn = kMetaPages;
+        z.fresh_blocks += kUsablePages >> kMaxOrder;
     }
     return true;
 }

@@ -87,7 +87,8 @@ struct chunk {
     uint64_t magic;
     page_allocator *owner;
     unsigned node;
-    chunk *next; // the owner's list of chunks
+    chunk *next;      // the owner's list of chunks
+    size_t fresh_pfn; // first max-order block not yet handed to the free lists (zone lock)
 };
 
 // Metadata pages at the start of each chunk: the descriptor array covers the whole chunk.

@@ -165,6 +165,10 @@ class page_allocator {
         platform::mutex purge_lock;
         unsigned nr_chunks = 0;
         chunk *chunks = nullptr;
+        // Max-order blocks of the zone's chunks never handed out yet: each chunk carves them
+        // from its `fresh_pfn` on demand (zone_take), so that a new chunk touches one
+        // descriptor page, not one per block (252 pages, 1 MiB of RSS). Counted in free_pages.
+        uint64_t fresh_blocks = 0;
     };
     // Blocks chosen under the zone lock to be decommitted after it is released.
     struct purge_batch {
@@ -190,6 +194,7 @@ class page_allocator {
 
   private:
     void *alloc_from_zones(unsigned order, int node, unsigned flags, alloc_failure *why);
+    page *carve_fresh(zone &z);
     page *zone_take(zone &z, unsigned order, uint64_t now);
     void zone_put(zone &z, page *pg, unsigned order, uint64_t now);
     void zone_free(page *pg, unsigned order);

@@ -17,6 +17,7 @@ void page_allocator::snapshot(page_stats *out) const {
         platform::lock_guard guard(z.lock);
         for (unsigned o = 0; o <= kMaxOrder; ++o)
             ns.free_blocks[o] = z.dirty[o].count + z.clean[o].count;
+        ns.free_blocks[kMaxOrder] += z.fresh_blocks;
         ns.free_pages = z.free_pages;
         ns.free_resident = z.free_resident;
         ns.in_use = z.out; // per-slot pages are taken off below
@@ -152,6 +153,17 @@ unsigned page_allocator::validate(char *report, size_t size) const {
         if (walked != z.purging.count || purging != z.purging_pages ||
             purging_resident != z.purging_resident)
             problem("blocks being decommitted are miscounted", nullptr, 0);
+        // Fresh blocks: the uncarved tails of the chunks, free and on no list.
+        uint64_t fresh = 0;
+        for (const chunk *ch = z.chunks; ch; ch = ch->next) {
+            if (ch->fresh_pfn < kMetaPages || ch->fresh_pfn > kPagesPerChunk ||
+                (ch->fresh_pfn - kMetaPages) % (size_t{1} << kMaxOrder) != 0)
+                problem("chunk's fresh boundary is misplaced", ch, kMaxOrder);
+            else
+                fresh += (kPagesPerChunk - ch->fresh_pfn) >> kMaxOrder;
+        }
+        if (fresh != z.fresh_blocks) problem("fresh block count is wrong", nullptr, kMaxOrder);
+        pages += z.fresh_blocks << kMaxOrder;
         if (pages + purging != z.free_pages) problem("zone free page count is wrong", nullptr, 0);
         if (resident + purging_resident != z.free_resident)
             problem("zone resident page count is wrong", nullptr, 0);
