@@ -41,6 +41,7 @@ bool parse_design(const char *name, design *out) {
 
 namespace detail {
 std::atomic<int> g_process_design{-1};
+std::atomic<uint8_t> g_design_hint{static_cast<uint8_t>(design::slqb)};
 
 design resolve_process_design() {
     const char *name = platform::env("SLABKIT_ALLOCATOR");
@@ -57,6 +58,7 @@ design resolve_process_design() {
                                   name, names);
     }
     // Every caller computes the same answer, so racing first calls need no lock.
+    g_design_hint.store(static_cast<uint8_t>(d), std::memory_order_relaxed);
     g_process_design.store(static_cast<int>(d), std::memory_order_relaxed);
     return d;
 }

@@ -48,13 +48,20 @@ bool parse_design(const char *name, design *out);
 // constructor, from the malloc override) and again by a load-time constructor so that a bad name
 // is caught at start. An unknown name ends the process with status 1 and a message naming it.
 namespace detail {
-extern std::atomic<int> g_process_design; // -1 until read
+extern std::atomic<int> g_process_design;  // -1 until read
+extern std::atomic<uint8_t> g_design_hint; // the design once read; slqb until then
 design resolve_process_design();
 } // namespace detail
 SLABKIT_ALWAYS_INLINE design process_design() {
     int d = detail::g_process_design.load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(d >= 0)) return static_cast<design>(d);
     return detail::resolve_process_design();
+}
+// The process's design without the check that it was read: for fast paths that only use what a
+// slow path opened after reading it (kmalloc's classes), so that before the first read the
+// default sends them to that slow path. One load, no branch.
+SLABKIT_ALWAYS_INLINE design process_design_hint() {
+    return static_cast<design>(detail::g_design_hint.load(std::memory_order_relaxed));
 }
 
 // Cache flags: the public SLABKIT_* / kernel SLAB_* values.

@@ -61,6 +61,19 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     return detail::alloc_slow(d, size, zero, node);
 }
 
+// The fast path alone: an object of size's class from the calling slot's queue, or nullptr
+// (size 0 or above the caches, the class not open yet, nothing queued) - alloc() then does the
+// rest. For callers with their own slow path (malloc), whose fast path then needs no frame.
+SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
+    if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
+        unsigned i = class_of(size);
+        if (SLABKIT_LIKELY(
+                detail::g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
+            return slqb::alloc_from_queue(&detail::g_slqb[i]);
+    }
+    return nullptr;
+}
+
 // A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest class whose
 // natural alignment is enough, else a page block of the right order, else an OS block.
 void *alloc_aligned(design d, size_t size, size_t align, bool zero);

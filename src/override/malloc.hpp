@@ -31,11 +31,10 @@ void *aligned_slow(size_t align, size_t size); // align: a power of two above kM
 } // namespace detail
 
 SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
-    // size - 1 wraps for 0: one compare keeps 0 and sizes above the caches on the slow path.
-    if (SLABKIT_LIKELY(size - 1 < kmalloc::kMaxCacheSize)) {
-        void *p = kmalloc::alloc(process_design(), size, false, kAnyNode);
-        if (SLABKIT_LIKELY(p != nullptr)) return p;
-    }
+    // The queue pop or a tail call: no stack frame. Everything else (size 0, large sizes, an
+    // empty queue, the first call, which reads the design) is malloc_slow's.
+    void *p = kmalloc::alloc_fast(process_design_hint(), size);
+    if (SLABKIT_LIKELY(p != nullptr)) return p;
     return detail::malloc_slow(size);
 }
 

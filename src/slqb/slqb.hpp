@@ -195,19 +195,26 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves through
 // a tail call whenever anything is unusual, so it needs no stack frame.
 
+// One object from the slot's queue, or nullptr when the slot has none queued (or no structure
+// for this cache yet): the caller then takes a slow path.
+SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s) {
+    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
+    slqb_list &l = c->list;
+    void *obj = l.freelist.head;
+    if (SLABKIT_LIKELY(obj != nullptr)) {
+        // The pop touches only this slot's list and the object itself.
+        l.freelist.head = get_freepointer(s, obj);
+        l.freelist.set_count(l.freelist.count() - 1);
+        l.stats[ALLOC].add();
+    }
+    return obj;
+}
+
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
 SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
-    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_LIKELY(c != nullptr)) {
-        slqb_list &l = c->list;
-        void *obj = l.freelist.head;
-        if (SLABKIT_LIKELY(obj != nullptr && !zero)) {
-            // The pop touches only this slot's list and the object itself.
-            l.freelist.head = get_freepointer(s, obj);
-            l.freelist.set_count(l.freelist.count() - 1);
-            l.stats[ALLOC].add();
-            return obj;
-        }
+    if (!zero) {
+        if (void *obj = alloc_from_queue(s); SLABKIT_LIKELY(obj != nullptr)) return obj;
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
