@@ -70,6 +70,15 @@ void print_to(int fd, const char *fmt, ...) {
                   static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1);
 }
 
+// One cache's /proc/slabinfo line. The caller holds the registry lock.
+void slabinfo_line_of(text_out &out, const cache *c) {
+    slabkit_cache_stats st;
+    api::fill_stats(c, &st);
+    slabinfo_line(out, slabinfo_row{c->name, st.active_objects, st.objects, c->size, c->objects,
+                                    uint64_t{1} << c->order, st.hiwater, st.freebatch, 0, st.slabs,
+                                    st.slabs, 0});
+}
+
 double mib(uint64_t bytes) {
     return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
@@ -136,13 +145,9 @@ void api::print_stats(int fd) {
     registry::for_each(
         [](cache *c, void *arg) {
             const int out_fd = *static_cast<int *>(arg);
-            slabkit_cache_stats st;
-            fill_stats(c, &st);
             char buf[512];
             text_out row_out{buf, sizeof buf};
-            slabinfo_line(row_out, slabinfo_row{c->name, st.active_objects, st.objects, c->size,
-                                                c->objects, uint64_t{1} << c->order, st.hiwater,
-                                                st.freebatch, 0, st.slabs, st.slabs, 0});
+            slabinfo_line_of(row_out, c);
             write_all(out_fd, buf, row_out.len < sizeof buf ? row_out.len : sizeof buf - 1);
         },
         &fd);
@@ -195,16 +200,7 @@ size_t slabkit_slabinfo(char *buf, size_t size) {
     if (size) buf[0] = '\0';
     slabinfo_header(out);
     registry::for_each(
-        [](cache *c, void *arg) {
-            slabkit_cache_stats st;
-            api::fill_stats(c, &st);
-            slabinfo_row row{c->name,    st.active_objects, st.objects,
-                             c->size,    c->objects,        uint64_t{1} << c->order,
-                             st.hiwater, st.freebatch,      0,
-                             st.slabs,   st.slabs,          0};
-            slabinfo_line(*static_cast<text_out *>(arg), row);
-        },
-        &out);
+        [](cache *c, void *arg) { slabinfo_line_of(*static_cast<text_out *>(arg), c); }, &out);
     return out.len;
 }
 
