@@ -49,9 +49,11 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
     return &g_slqb[i];
 }
 
-// Fork: the open lock is taken before SLQB's locks (rank 15), as open_class takes them under it.
+// Fork: the open lock ranks first of all, as open_class allocates (and so takes every lock
+// below) under it.
 __attribute__((constructor)) void install_fork_hooks() {
-    if (!platform::add_fork_hooks({12, [] { g_open_lock.lock(); }, [] { g_open_lock.unlock(); },
+    if (!platform::add_fork_hooks({platform::kForkRankClassOpen, [] { g_open_lock.lock(); },
+                                   [] { g_open_lock.unlock(); },
                                    [] { g_open_lock.reset_after_fork(); }}))
         platform::fatal("slabkit: cannot register kmalloc's fork hooks\n");
 }

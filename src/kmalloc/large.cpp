@@ -27,8 +27,8 @@ size_t slot_of(uintptr_t addr) {
 
 // Fork: a leaf lock (no other slabkit lock is taken under it), taken last.
 __attribute__((constructor)) void install_fork_hooks() {
-    if (!platform::add_fork_hooks({30, [] { g_lock.lock(); }, [] { g_lock.unlock(); },
-                                   [] { g_lock.reset_after_fork(); }}))
+    if (!platform::add_fork_hooks({platform::kForkRankLarge, [] { g_lock.lock(); },
+                                   [] { g_lock.unlock(); }, [] { g_lock.reset_after_fork(); }}))
         platform::fatal("slabkit: cannot register the large-block table's fork hooks\n");
 }
 

@@ -107,7 +107,8 @@ void fork_child() {
 
 // At load time, before any thread can hold a slabkit lock (see slot.cpp's install_hooks).
 __attribute__((constructor)) void install_fork_hooks() {
-    if (!platform::add_fork_hooks({20, fork_prepare, fork_parent, fork_child}))
+    if (!platform::add_fork_hooks(
+            {platform::kForkRankPages, fork_prepare, fork_parent, fork_child}))
         platform::fatal("slabkit: cannot register the page allocator's fork hooks\n");
 }
 

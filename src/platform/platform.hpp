@@ -158,6 +158,19 @@ bool thread_exiting();
 
 // Fork hooks: `prepare` runs before fork in ascending rank; `parent` and `child` run after it
 // in descending rank (locks are taken in rank order and given back in reverse).
+//
+// The ranks are the global lock order. A lock under which pages can be allocated ranks before
+// the slot registry: the page allocator's slow path takes the registry lock (a thread's first
+// slot, the drain of idle slots), so a fork that held the registry lock while waiting for such
+// a lock would wait for a thread that waits for it.
+enum fork_rank : unsigned {
+    kForkRankClassOpen = 5, // kmalloc: opening a size class (allocates the cache's structures)
+    kForkRankSlabBoot = 8,  // a design's bootstrap (allocates its meta caches' slabs)
+    kForkRankSlots = 10,    // the slot registry; idle-slot drains take the locks below under it
+    kForkRankCaches = 15,   // a design's cache registry and per-cache list locks
+    kForkRankPages = 20,    // the page allocators
+    kForkRankLarge = 30,    // kmalloc's large-block table (a leaf)
+};
 inline constexpr unsigned kMaxForkHooks = 16;
 struct fork_hooks {
     unsigned rank;

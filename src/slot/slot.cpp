@@ -71,7 +71,8 @@ void fork_child() {
 // takes the hook-table lock, which fork's prepare holds while it waits for g_lock.)
 __attribute__((constructor)) void install_hooks() {
     if (!platform::add_thread_exit_hook(on_thread_exit) ||
-        !platform::add_fork_hooks({10, fork_prepare, fork_parent, fork_child}))
+        !platform::add_fork_hooks(
+            {platform::kForkRankSlots, fork_prepare, fork_parent, fork_child}))
         platform::fatal("slabkit: cannot register the slot registry's thread-exit and fork "
                         "hooks\n");
 }

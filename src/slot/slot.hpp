@@ -9,7 +9,9 @@
 // When all kMaxSlots are taken (or while a thread runs its exit hooks) a thread has no slot:
 // callers then take their locked slow path, which is always correct.
 //
-// Lock order: the registry lock is taken before any page allocator or cache lock.
+// Lock order: the registry lock is taken before any page allocator or cache lock, and after
+// the locks under which pages are allocated (kmalloc's class-open lock, a design's boot lock):
+// see platform::fork_rank.
 #pragma once
 
 #include "base/compiler.hpp"

@@ -476,7 +476,6 @@ void cache_locks(cache *c, void *arg) {
 }
 
 void fork_prepare() {
-    g_boot_lock.lock();
     registry::lock().lock();
     fork_op op = fork_op::lock;
     registry::for_each_locked(cache_locks, &op);
@@ -486,18 +485,22 @@ void fork_parent() {
     fork_op op = fork_op::unlock;
     registry::for_each_locked(cache_locks, &op);
     registry::lock().unlock();
-    g_boot_lock.unlock();
 }
 
 void fork_child() {
     fork_op op = fork_op::reset;
     registry::for_each_locked(cache_locks, &op);
     registry::lock().reset_after_fork();
-    g_boot_lock.reset_after_fork();
 }
 
 __attribute__((constructor)) void install_fork_hooks() {
-    if (!platform::add_fork_hooks({15, fork_prepare, fork_parent, fork_child}))
+    // The boot lock ranks before the slot registry (bootstrap allocates pages under it), the
+    // cache locks after it (idle-slot flushes take them under the registry lock).
+    if (!platform::add_fork_hooks({platform::kForkRankSlabBoot, [] { g_boot_lock.lock(); },
+                                   [] { g_boot_lock.unlock(); },
+                                   [] { g_boot_lock.reset_after_fork(); }}) ||
+        !platform::add_fork_hooks(
+            {platform::kForkRankCaches, fork_prepare, fork_parent, fork_child}))
         platform::fatal("slabkit: cannot register SLQB's fork hooks\n");
 }
 } // namespace
