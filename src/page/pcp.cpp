@@ -152,8 +152,9 @@ void page_allocator::drain_slot_cb(unsigned slot, void *arg) {
 
 // Slots that no thread has taken for decay_ms keep what their last thread parked until someone
 // drains them; the slow paths do it here, at most every decay_ms/4 (decay_ms = 0: never; drain()
-// still does). A thread arriving sooner inherits the lists warm. Never called with a zone lock or
-// the slot registry lock held.
+// still does). A thread arriving sooner inherits the lists warm. Never called with a zone lock
+// held; may be called under a cache's locks (a slab freed under its list lock), so it only tries
+// the slot registry lock: a busy registry (another visitor, or a fork) skips this round.
 void page_allocator::drain_idle_slots(uint64_t now) {
     if (cfg_.decay_ms == 0) return;
     uint64_t next = next_idle_drain_ms_.load(std::memory_order_relaxed);
@@ -162,7 +163,7 @@ void page_allocator::drain_idle_slots(uint64_t now) {
     if (!next_idle_drain_ms_.compare_exchange_strong(next, now + step, std::memory_order_relaxed))
         return; // another thread is on it
     if (now < cfg_.decay_ms) return;
-    slots::for_each_idle_since(now - cfg_.decay_ms, drain_slot_cb, this);
+    slots::try_for_each_idle_since(now - cfg_.decay_ms, drain_slot_cb, this);
 }
 
 void page_allocator::drain() {

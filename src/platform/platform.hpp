@@ -159,10 +159,11 @@ bool thread_exiting();
 // Fork hooks: `prepare` runs before fork in ascending rank; `parent` and `child` run after it
 // in descending rank (locks are taken in rank order and given back in reverse).
 //
-// The ranks are the global lock order. A lock under which pages can be allocated ranks before
-// the slot registry: the page allocator's slow path takes the registry lock (a thread's first
-// slot, the drain of idle slots), so a fork that held the registry lock while waiting for such
-// a lock would wait for a thread that waits for it.
+// The ranks are the global lock order: a prepare hook may wait only for locks that are never
+// held by a thread waiting for a lower-ranked one. The slot registry's lock is held by visitors
+// of idle slots, which take cache and page locks under it; nothing waits for it while holding
+// another slabkit lock (taking a slot is lock-free, and slow paths only try it), and the locks
+// under which pages are allocated rank before it all the same.
 enum fork_rank : unsigned {
     kForkRankClassOpen = 5, // kmalloc: opening a size class (allocates the cache's structures)
     kForkRankSlabBoot = 8,  // a design's bootstrap (allocates its meta caches' slabs)

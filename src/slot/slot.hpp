@@ -9,9 +9,9 @@
 // When all kMaxSlots are taken (or while a thread runs its exit hooks) a thread has no slot:
 // callers then take their locked slow path, which is always correct.
 //
-// Lock order: the registry lock is taken before any page allocator or cache lock, and after
-// the locks under which pages are allocated (kmalloc's class-open lock, a design's boot lock):
-// see platform::fork_rank.
+// Lock order: taking a slot takes no lock. The registry lock (held by visitors of idle slots)
+// is taken before any cache or page allocator lock, and never waited for under one: the
+// visits that slow paths make under other locks only try it. See platform::fork_rank.
 #pragma once
 
 #include "base/compiler.hpp"
@@ -63,13 +63,18 @@ unsigned high_water();
 // True when a thread owns the slot.
 bool owned(unsigned slot);
 
-// Calls fn(slot, arg) for every slot up to high_water() that no thread owns, holding the
-// registry lock so that no thread takes one meanwhile. The caller may touch those slots'
-// per-slot state inside fn.
+// Calls fn(slot, arg) for every slot up to high_water() that no thread owns, marking each as
+// visited while fn runs so that no thread takes it meanwhile (a thread that finds only visited
+// slots free goes without one until its next try). The caller may touch those slots' per-slot
+// state inside fn. Visitors take turns under the registry lock.
 void for_each_idle(void (*fn)(unsigned slot, void *arg), void *arg);
 // The same, for the slots that have been idle since `before_ms` (platform::now_coarse_ms time)
 // or earlier: those no thread has inherited for a while.
 void for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned slot, void *arg), void *arg);
+// The same if no other visitor (or fork) holds the registry lock; false, doing nothing, if one
+// does. For opportunistic drains on slow paths, which may run under other slabkit locks and so
+// must never wait for the registry lock (fork takes it before those: see platform::fork_rank).
+bool try_for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned slot, void *arg), void *arg);
 
 // Hooks called at thread exit with the departing thread's slot, before it becomes idle (while
 // the thread still owns it). At most 8. Returns false when full.

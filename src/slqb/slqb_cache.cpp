@@ -367,8 +367,13 @@ void trim_idle_slots(bool force) {
         return;
     g_trim_epoch.fetch_add(1, std::memory_order_relaxed);
     deferred_release defer;
-    slots::for_each_idle_since(now > decay ? now - decay : 0, flush_idle_slot_all_caches,
-                               kFreeEmpty);
+    // Unforced, this runs on an allocation's slow path, which may hold a cache's locks: it only
+    // tries the slot registry lock (see slots::try_for_each_idle_since).
+    const uint64_t before = now > decay ? now - decay : 0;
+    if (force)
+        slots::for_each_idle_since(before, flush_idle_slot_all_caches, kFreeEmpty);
+    else
+        slots::try_for_each_idle_since(before, flush_idle_slot_all_caches, kFreeEmpty);
 }
 
 uint64_t trim_epoch() {

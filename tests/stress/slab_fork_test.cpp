@@ -97,4 +97,55 @@ TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
     slabkit_cache_destroy(c);
 }
 
+// Threads come and go (each takes a slot, allocates, frees and exits, leaving an idle slot with
+// queued objects and parked pages), while another trims (visiting the idle slots under the slot
+// registry lock), and the main thread forks: taking a slot, visiting idle slots and fork's
+// prepare must not wait on one another in a cycle.
+TEST(SlabFork, ChildOfThreadChurnAndTrimsCanAllocate) {
+    // 72 bytes: child_work writes that much into each object.
+    slabkit_cache *c = slabkit_cache_create("fork-churn", 72, 0, 0, nullptr);
+    ASSERT_NE(c, nullptr);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 2; ++t) {
+        workers.emplace_back([&, t] {
+            for (unsigned n = 0; !stop.load(std::memory_order_relaxed); ++n) {
+                std::thread short_lived([&, n] {
+                    void *held[64];
+                    for (unsigned i = 0; i < 64; ++i)
+                        held[i] = (i & 1) ? slabkit_cache_alloc(c, 0)
+                                          : slabkit_kmalloc(16 + (n * 131 + i * 977) % 12000, 0);
+                    for (unsigned i = 0; i < 64; ++i) {
+                        if (i & 1)
+                            slabkit_cache_free(c, held[i]);
+                        else
+                            slabkit_kfree(held[i]);
+                    }
+                });
+                short_lived.join();
+                if (t == 1) slabkit_trim();
+            }
+        });
+    }
+    int failed_round = -1, failed_status = 0;
+    for (int round = 0; round < 20 && failed_round < 0; ++round) {
+        usleep(3000);
+        pid_t pid = fork();
+        if (pid == 0) _exit(child_work(c));
+        int status = -1;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            failed_round = round;
+            failed_status = status;
+        }
+    }
+    stop = true;
+    for (auto &w : workers) w.join();
+    EXPECT_EQ(failed_round, -1) << "the child of round " << failed_round << " ended with status "
+                                << failed_status;
+    slabkit_trim();
+    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
+    slabkit_cache_destroy(c);
+}
+
 } // namespace

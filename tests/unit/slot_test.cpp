@@ -276,35 +276,65 @@ TEST(SlotRegistry, ForEachIdleVisitsIdleSlotsOnly) {
     EXPECT_EQ(std::find(v.visited.begin(), v.visited.end(), h2.slot()), v.visited.end());
 }
 
-struct lock_probe {
+struct arrival_probe {
+    unsigned visited = kNoSlot;
     std::thread arriving;
     std::atomic<bool> got_slot{false};
-    bool got_slot_inside = true;
-    unsigned slot = kNoSlot;
+    bool got_slot_inside = false;
+    std::atomic<unsigned> slot{kNoSlot};
 };
 
-void start_arrival_while_visiting(unsigned, void *arg) {
-    auto *p = static_cast<lock_probe *>(arg);
+void start_arrival_while_visiting(unsigned slot, void *arg) {
+    auto *p = static_cast<arrival_probe *>(arg);
     if (p->arriving.joinable()) return; // first idle slot only
+    p->visited = slot;
     p->arriving = std::thread([p] {
-        p->slot = slots::current(); // must wait for the registry lock
+        p->slot = slots::current(); // no lock: it must not wait for the visit to end
         p->got_slot.store(true);
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    for (int i = 0; i < 5000 && !p->got_slot.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     p->got_slot_inside = p->got_slot.load();
 }
 
-TEST(SlotRegistry, ForEachIdleKeepsArrivingThreadsOut) {
+TEST(SlotRegistry, ArrivingThreadsTakeAnotherSlotThanTheVisitedOneWithoutWaiting) {
     slot_holder h0, h1;
     const unsigned idle = h0.slot();
     h0.leave(); // an idle slot below the high water mark, so fn is called
-    lock_probe probe;
+    arrival_probe probe;
     slots::for_each_idle(start_arrival_while_visiting, &probe);
     ASSERT_TRUE(probe.arriving.joinable());
     probe.arriving.join();
-    EXPECT_FALSE(probe.got_slot_inside); // no slot was taken while idle slots were visited
-    EXPECT_TRUE(probe.got_slot.load());
-    EXPECT_EQ(probe.slot, idle);
+    EXPECT_EQ(probe.visited, idle);
+    EXPECT_TRUE(probe.got_slot_inside); // taking a slot never waits for a visitor
+    EXPECT_NE(probe.slot.load(), kNoSlot);
+    EXPECT_NE(probe.slot.load(), idle); // the visited slot was not handed out
+}
+
+struct try_probe {
+    bool nested_result = true;
+    int nested_calls = 0;
+};
+
+void count_call(unsigned, void *arg) {
+    ++*static_cast<int *>(arg);
+}
+
+void try_while_visiting(unsigned, void *arg) {
+    auto *p = static_cast<try_probe *>(arg);
+    p->nested_result = slots::try_for_each_idle_since(UINT64_MAX, count_call, &p->nested_calls);
+}
+
+TEST(SlotRegistry, TryForEachIdleGivesWayToAVisitor) {
+    slot_holder h0, h1;
+    h0.leave();
+    try_probe p;
+    slots::for_each_idle(try_while_visiting, &p);
+    EXPECT_FALSE(p.nested_result); // another visit holds the registry: do nothing
+    EXPECT_EQ(p.nested_calls, 0);
+    int calls = 0;
+    EXPECT_TRUE(slots::try_for_each_idle_since(UINT64_MAX, count_call, &calls));
+    EXPECT_GE(calls, 1); // h0's slot at least
 }
 
 // ---------------------------------------------------------------------------------------------
