@@ -9,6 +9,10 @@
 // Thread-locals use the initial-exec model: no __tls_get_addr call (which may allocate) when
 // slabkit is preloaded, and one instruction to reach them.
 #define SLABKIT_TLS __attribute__((tls_model("initial-exec")))
+// For extern declarations of the library's own globals: -fvisibility=hidden covers only
+// definitions, so without it position-independent code reaches a global defined in another file
+// through the GOT, one more dependent load on a fast path that indexes it.
+#define SLABKIT_HIDDEN __attribute__((visibility("hidden")))
 
 namespace slabkit {
 inline constexpr unsigned kCacheLine = 64;

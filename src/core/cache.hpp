@@ -48,8 +48,8 @@ bool parse_design(const char *name, design *out);
 // constructor, from the malloc override) and again by a load-time constructor so that a bad name
 // is caught at start. An unknown name ends the process with status 1 and a message naming it.
 namespace detail {
-extern std::atomic<int> g_process_design;  // -1 until read
-extern std::atomic<uint8_t> g_design_hint; // the design once read; slqb until then
+extern SLABKIT_HIDDEN std::atomic<int> g_process_design;  // -1 until read
+extern SLABKIT_HIDDEN std::atomic<uint8_t> g_design_hint; // the design once read; slqb until then
 design resolve_process_design();
 } // namespace detail
 SLABKIT_ALWAYS_INLINE design process_design() {

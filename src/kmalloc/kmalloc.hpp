@@ -29,8 +29,8 @@ namespace detail {
 inline constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
                                             5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
 // SLQB's kmalloc caches (static descriptors) and which classes of which design are open.
-extern slqb::slqb_cache g_slqb[kNrClasses];
-extern std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+extern SLABKIT_HIDDEN slqb::slqb_cache g_slqb[kNrClasses];
+extern SLABKIT_HIDDEN std::atomic<bool> g_open[kNrDesigns][kNrClasses];
 // Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
 // node, a class not opened yet; and frees the fast check did not accept.
 void *alloc_slow(design d, size_t size, bool zero, int node);

@@ -32,6 +32,8 @@
 // The slab layer adds PG_slab and its own bits above kPageFlagsUsed to an allocated head.
 #pragma once
 
+#include "base/compiler.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -102,7 +104,7 @@ static_assert(kDirtyBitmapOffset + kDirtyBitmapWords * 8 <= kMetaPages * sizeof(
 static_assert(kMetaPages % (size_t{1} << kMaxOrder) == 0, "usable pages start max-order aligned");
 
 namespace detail {
-extern std::atomic<uint8_t> g_chunk_map[kMaxChunks];
+extern SLABKIT_HIDDEN std::atomic<uint8_t> g_chunk_map[kMaxChunks];
 }
 
 // True when addr lies in a chunk of some slabkit page allocator (metadata included).

@@ -27,8 +27,9 @@ namespace slots {
 
 namespace detail {
 // constinit: no dynamic initialisation, so no TLS wrapper call on every access.
-extern constinit thread_local unsigned tls_slot SLABKIT_TLS;
-extern constinit thread_local unsigned tls_index SLABKIT_TLS; // tls_slot, or kMaxSlots
+extern SLABKIT_HIDDEN constinit thread_local unsigned tls_slot SLABKIT_TLS;
+extern SLABKIT_HIDDEN constinit thread_local unsigned tls_index
+    SLABKIT_TLS; // tls_slot, or kMaxSlots
 unsigned acquire();
 } // namespace detail
 
