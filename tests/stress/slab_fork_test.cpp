@@ -37,6 +37,31 @@ int child_work(slabkit_cache *c) {
     return ps.errors == 0 ? 0 : 3;
 }
 
+// Forks `rounds` times, `pause_us` apart, while the workers run; each child runs child_work.
+// Then stops and joins the workers, checks every child, and that the cache empties.
+void fork_rounds_then_stop(slabkit_cache *c, int rounds, useconds_t pause_us,
+                           std::atomic<bool> &stop, std::vector<std::thread> &workers) {
+    int failed_round = -1, failed_status = 0;
+    for (int round = 0; round < rounds && failed_round < 0; ++round) {
+        usleep(pause_us);
+        pid_t pid = fork();
+        if (pid == 0) _exit(child_work(c));
+        int status = -1;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            failed_round = round;
+            failed_status = status;
+        }
+    }
+    stop = true;
+    for (auto &w : workers) w.join();
+    EXPECT_EQ(failed_round, -1) << "the child of round " << failed_round << " ended with status "
+                                << failed_status;
+    slabkit_trim();
+    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
+    slabkit_cache_destroy(c);
+}
+
 TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
     slabkit_cache *c = slabkit_cache_create("fork-objs", 72, 0, 0, nullptr);
     ASSERT_NE(c, nullptr);
@@ -76,25 +101,7 @@ TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
             slabkit_slabinfo(text, sizeof text);
         }
     });
-    int failed_round = -1, failed_status = 0;
-    for (int round = 0; round < 20 && failed_round < 0; ++round) {
-        usleep(2000);
-        pid_t pid = fork();
-        if (pid == 0) _exit(child_work(c));
-        int status = -1;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0) {
-            failed_round = round;
-            failed_status = status;
-        }
-    }
-    stop = true;
-    for (auto &w : workers) w.join();
-    EXPECT_EQ(failed_round, -1) << "the child of round " << failed_round << " ended with status "
-                                << failed_status;
-    slabkit_trim();
-    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
-    slabkit_cache_destroy(c);
+    fork_rounds_then_stop(c, 20, 2000, stop, workers);
 }
 
 // Threads come and go (each takes a slot, allocates, frees and exits, leaving an idle slot with
@@ -127,25 +134,7 @@ TEST(SlabFork, ChildOfThreadChurnAndTrimsCanAllocate) {
             }
         });
     }
-    int failed_round = -1, failed_status = 0;
-    for (int round = 0; round < 20 && failed_round < 0; ++round) {
-        usleep(3000);
-        pid_t pid = fork();
-        if (pid == 0) _exit(child_work(c));
-        int status = -1;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0) {
-            failed_round = round;
-            failed_status = status;
-        }
-    }
-    stop = true;
-    for (auto &w : workers) w.join();
-    EXPECT_EQ(failed_round, -1) << "the child of round " << failed_round << " ended with status "
-                                << failed_status;
-    slabkit_trim();
-    EXPECT_EQ(slabkit_cache_shrink(c), 0u);
-    slabkit_cache_destroy(c);
+    fork_rounds_then_stop(c, 20, 3000, stop, workers);
 }
 
 } // namespace
