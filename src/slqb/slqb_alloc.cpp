@@ -98,6 +98,8 @@ static void *node_alloc(slqb_cache *s, unsigned node) {
     slqb_list *l = &n->list;
     void *obj;
     {
+        // A claimed inbox may empty slabs: they go back after the list lock is dropped.
+        deferred_release defer;
         platform::lock_guard guard(n->list_lock);
         obj = get_object(s, l, nullptr);
     }

@@ -205,6 +205,7 @@ static void for_each_list(slqb_cache *s, Fn fn) {
 
 // Claims a node list's inbox and returns its whole queue to its slabs.
 static void drain_node(slqb_cache *s, slqb_node *n) {
+    deferred_release defer; // the emptied slabs go back after the list lock is dropped
     platform::lock_guard guard(n->list_lock);
     claim_remote_list(s, &n->list);
     flush_free_list_all(s, &n->list, nullptr);

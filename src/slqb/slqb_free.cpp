@@ -7,10 +7,10 @@
 namespace slabkit::slqb {
 
 namespace {
-// While a thread holds the slot registry lock (draining idle slots) or the cache registry lock
-// (trimming every cache), freeing pages could re-enter the slot registry (the page allocator's
-// idle drain, a slot for a slot-less thread): its emptied slabs wait here until the lock is
-// dropped.
+// While a thread holds the slot registry lock (draining idle slots), the cache registry lock
+// (trimming every cache) or a node's list lock, its emptied slabs wait here until the lock is
+// dropped: page allocator work (zone locks, decommits, its own drain of idle slots, which would
+// find the registry lock taken and skip) stays outside those locks.
 constinit thread_local bool tls_defer SLABKIT_TLS = false;
 constinit thread_local page *tls_deferred SLABKIT_TLS = nullptr;
 } // namespace

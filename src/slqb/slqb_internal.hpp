@@ -21,8 +21,9 @@ struct release_chain {
 // Gives the chain's slabs back to the page allocator (or, inside a deferred_release scope, when
 // the outermost scope ends).
 void release_slabs(release_chain &chain);
-// A scope in which emptied slabs are kept back: open it before taking the slot registry or the
-// cache registry lock for a trim, so that no page is freed while they are held.
+// A scope in which emptied slabs are kept back: open it before taking the slot registry, the
+// cache registry lock for a trim, or a node's list lock, so that no page is freed while they
+// are held.
 class deferred_release {
   public:
     deferred_release();
