@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <sys/wait.h>
 #include <thread>
@@ -14,13 +15,16 @@
 
 namespace {
 
+// The object size of the tests' caches: child_work fills whole objects of this size.
+constexpr size_t kObjectSize = 72;
+
 int child_work(slabkit_cache *c) {
     alarm(20); // a lock left held by a thread the child does not have: die, don't hang
     std::vector<void *> objs;
     for (int i = 0; i < 20000; ++i) {
         void *p = (i & 1) ? slabkit_cache_alloc(c, 0) : slabkit_kmalloc(1 + i % 3000, 0);
         if (!p) return 2;
-        memset(p, 0x77, (i & 1) ? 72 : 1);
+        memset(p, 0x77, (i & 1) ? kObjectSize : 1);
         objs.push_back(p);
     }
     for (size_t i = 0; i < objs.size(); ++i) {
@@ -63,7 +67,7 @@ void fork_rounds_then_stop(slabkit_cache *c, int rounds, useconds_t pause_us,
 }
 
 TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
-    slabkit_cache *c = slabkit_cache_create("fork-objs", 72, 0, 0, nullptr);
+    slabkit_cache *c = slabkit_cache_create("fork-objs", kObjectSize, 0, 0, nullptr);
     ASSERT_NE(c, nullptr);
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
@@ -109,8 +113,7 @@ TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
 // registry lock), and the main thread forks: taking a slot, visiting idle slots and fork's
 // prepare must not wait on one another in a cycle.
 TEST(SlabFork, ChildOfThreadChurnAndTrimsCanAllocate) {
-    // 72 bytes: child_work writes that much into each object.
-    slabkit_cache *c = slabkit_cache_create("fork-churn", 72, 0, 0, nullptr);
+    slabkit_cache *c = slabkit_cache_create("fork-churn", kObjectSize, 0, 0, nullptr);
     ASSERT_NE(c, nullptr);
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
