@@ -71,6 +71,12 @@ void make_exit_key() {
     pthread_key_create(&g_exit_key, run_exit_hooks);
 }
 
+// The key is made at load for the reason topology.cpp reads the topology then: no thread can be
+// inside the once-call when another forks.
+__attribute__((constructor)) void make_exit_key_at_load() {
+    pthread_once(&g_exit_key_once, make_exit_key);
+}
+
 } // namespace
 
 bool add_thread_exit_hook(void (*hook)()) {

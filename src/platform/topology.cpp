@@ -169,6 +169,16 @@ const topology &numa() {
     return g_topology;
 }
 
+namespace {
+// Read at load, before the program can start a thread: a fork while another thread is inside
+// the once-call would leave a child waiting for it for ever where pthread_once does not restart
+// in fork children (ThreadSanitizer's does not). Calls before this (a preloaded malloc used by
+// an earlier constructor) just do the work first.
+__attribute__((constructor)) void discover_at_load() {
+    (void)numa();
+}
+} // namespace
+
 unsigned cpu_count() {
     return numa().cpus;
 }
