@@ -15,9 +15,10 @@ declare -A allowed=(
   [slub]="base platform slot page core"
   [slab]="base platform slot page core"
   [slob]="base platform slot page core"
-  [kmalloc]="base platform slot page core slqb slub slab slob"
-  [api]="base platform slot page core slqb slub slab slob kmalloc slabkit"
-  [override]="base platform slot page core slqb slub slab slob kmalloc api slabkit"
+  [designs]="base platform slot page core slqb slub slab slob"
+  [kmalloc]="base platform slot page core slqb slub slab slob designs"
+  [api]="base platform slot page core slqb slub slab slob designs kmalloc slabkit"
+  [override]="base platform slot page core slqb slub slab slob designs kmalloc api slabkit"
 )
 os_headers='sys/|unistd\.h|pthread\.h|sched\.h|fcntl\.h|linux/|dlfcn\.h|signal\.h'
 bad=0

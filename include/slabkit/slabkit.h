@@ -170,10 +170,18 @@ struct slabkit_cache_stats {
     uint64_t queued_objects;     /* free, parked on per-slot queues, outboxes and inboxes */
     unsigned hiwater, freebatch; /* SLQB tunables (0 for other designs) */
     /* Event counters; names as the design's own statistics (for SLQB: ALLOC, ALLOC_SLAB_FILL,
-     * ALLOC_SLAB_NEW, FREE, FREE_REMOTE, FLUSH_FREE_LIST, ...). */
+     * ALLOC_SLAB_NEW, FREE, FREE_REMOTE, FLUSH_FREE_LIST, ...; for SLUB: ALLOC_FASTPATH,
+     * ALLOC_SLOWPATH, FREE_FASTPATH, FREE_SLOWPATH, FREE_FROZEN, ...). */
     unsigned nr_counters;
     const char *counter_names[24];
     uint64_t counters[24];
+    /* The design's tunables, by the names slabkit_cache_tune takes ("order", and for SLQB
+     * "hiwater", "freebatch"; for SLUB "min_partial", "cpu_partial"), with their values now. */
+    unsigned nr_tunables;
+    const char *tunable_names[4];
+    uint64_t tunables[4];
+    /* The "tunables <limit> <batchcount> <sharedfactor>" columns of the slabinfo line. */
+    uint64_t slabinfo_tunables[3];
 };
 
 /* Number of live caches. */

@@ -6,13 +6,11 @@
 // one process (slabkit_cache_create_in).
 #include "core/cache.hpp"
 #include "core/report.hpp"
-#include "core/slabinfo.hpp"
+#include "designs/designs.hpp"
 #include "kmalloc/kmalloc.hpp"
-#include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 #include "slabkit/slabkit.h"
-#include "slqb/slqb.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -27,19 +25,10 @@ SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
 SLABKIT_ALWAYS_INLINE const cache *to_cache(const slabkit_cache *c) {
     return reinterpret_cast<const cache *>(c);
 }
-SLABKIT_ALWAYS_INLINE slqb::slqb_cache *as_slqb(slabkit_cache *c) {
-    return static_cast<slqb::slqb_cache *>(to_cache(c));
-}
-
 slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, unsigned flags,
                          void (*ctor)(void *)) {
     const char *why = nullptr;
-    cache *c = nullptr;
-    switch (d) {
-    case design::slqb:
-        c = slqb::create(cache_args{name, size, align, flags, ctor}, &why);
-        break;
-    }
+    cache *c = designs::create(d, cache_args{name, size, align, flags, ctor}, &why);
     if (!c) {
         report("kmem_cache_create(%s, size %zu, align %zu, flags %#x): %s", name ? name : "(null)",
                size, align, flags, why ? why : "failed");
@@ -47,6 +36,12 @@ slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, 
         return nullptr;
     }
     return reinterpret_cast<slabkit_cache *>(c);
+}
+
+// f(ops, s) on the cache's own design (designs::visit).
+template <class F>
+SLABKIT_ALWAYS_INLINE decltype(auto) on(slabkit_cache *c, F &&f) {
+    return designs::visit(to_cache(c), static_cast<F &&>(f));
 }
 
 } // namespace
@@ -62,50 +57,52 @@ slabkit_cache *slabkit_cache_create_in(const char *design_name_, const char *nam
                                        size_t align, unsigned flags, void (*ctor)(void *)) {
     design d;
     if (!parse_design(design_name_, &d)) {
-        report("kmem_cache_create(%s): unknown design '%s' (designs: slqb)", name ? name : "(null)",
-               design_name_ ? design_name_ : "(null)");
+        report("kmem_cache_create(%s): unknown design '%s' (designs: %s)", name ? name : "(null)",
+               design_name_ ? design_name_ : "(null)", design_names());
         return nullptr;
     }
     return create_in(d, name, size, align, flags, ctor);
 }
 
 void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
-    return slqb::alloc(as_slqb(c), gfp & SLABKIT_GFP_ZERO);
+    return on(c, [&](auto ops, auto *s) { return ops.alloc(s, gfp & SLABKIT_GFP_ZERO); });
 }
 
 void *slabkit_cache_alloc_node(slabkit_cache *c, unsigned gfp, int node) {
-    if (node == SLABKIT_ANY_NODE) return slqb::alloc(as_slqb(c), gfp & SLABKIT_GFP_ZERO);
-    return slqb::alloc_slow(as_slqb(c), slots::current(), node, gfp & SLABKIT_GFP_ZERO);
+    return on(c,
+              [&](auto ops, auto *s) { return ops.alloc_node(s, node, gfp & SLABKIT_GFP_ZERO); });
 }
 
 void slabkit_cache_free(slabkit_cache *c, void *obj) {
-    slqb::free(as_slqb(c), obj);
+    on(c, [&](auto ops, auto *s) { ops.free(s, obj); });
 }
 
 size_t slabkit_cache_alloc_bulk(slabkit_cache *c, unsigned gfp, size_t n, void **p) {
-    slqb::slqb_cache *s = as_slqb(c);
-    for (size_t i = 0; i < n; ++i) {
-        p[i] = slqb::alloc(s, gfp & SLABKIT_GFP_ZERO);
-        if (SLABKIT_UNLIKELY(!p[i])) {
-            // All or nothing, as the kernel's bulk allocation.
-            for (size_t k = 0; k < i; ++k) slqb::free(s, p[k]);
-            return 0;
+    return on(c, [&](auto ops, auto *s) -> size_t {
+        for (size_t i = 0; i < n; ++i) {
+            p[i] = ops.alloc(s, gfp & SLABKIT_GFP_ZERO);
+            if (SLABKIT_UNLIKELY(!p[i])) {
+                // All or nothing, as the kernel's bulk allocation.
+                for (size_t k = 0; k < i; ++k) ops.free(s, p[k]);
+                return 0;
+            }
         }
-    }
-    return n;
+        return n;
+    });
 }
 
 void slabkit_cache_free_bulk(slabkit_cache *c, size_t n, void **p) {
-    slqb::slqb_cache *s = as_slqb(c);
-    for (size_t i = 0; i < n; ++i) slqb::free(s, p[i]);
+    on(c, [&](auto ops, auto *s) {
+        for (size_t i = 0; i < n; ++i) ops.free(s, p[i]);
+    });
 }
 
 size_t slabkit_cache_shrink(slabkit_cache *c) {
-    return slqb::shrink(as_slqb(c));
+    return designs::shrink(to_cache(c));
 }
 
 void slabkit_cache_destroy(slabkit_cache *c) {
-    if (c) slqb::destroy(as_slqb(c));
+    designs::destroy(to_cache(c));
 }
 
 const char *slabkit_cache_name(const slabkit_cache *c) {
@@ -113,29 +110,15 @@ const char *slabkit_cache_name(const slabkit_cache *c) {
 }
 
 int slabkit_cache_tune(slabkit_cache *c, const char *tunable, unsigned long value) {
-    slqb::slqb_cache *s = as_slqb(c);
     const char *why = nullptr;
     bool ok = false;
-    if (!tunable) {
+    if (!tunable)
         why = "no tunable named";
-    } else if (strcmp(tunable, "order") == 0) {
-        ok = slqb::set_order(s, value > UINT32_MAX ? UINT32_MAX : static_cast<unsigned>(value),
-                             &why);
-    } else if (strcmp(tunable, "hiwater") == 0 || strcmp(tunable, "freebatch") == 0) {
-        bool hi = tunable[0] == 'h';
-        if (value > UINT32_MAX) {
-            why = "the value is too large";
-        } else {
-            uint32_t v = static_cast<uint32_t>(value);
-            ok = hi ? slqb::tune(s, v, s->freebatch) : slqb::tune(s, s->hiwater, v);
-            if (!ok) why = "freebatch must be at least 1 and at most hiwater + 1";
-        }
-    } else {
-        why = "unknown tunable (SLQB has order, hiwater, freebatch)";
-    }
+    else
+        ok = on(c, [&](auto ops, auto *s) { return ops.tune(s, tunable, value, &why); });
     if (ok) return 0;
-    report("slabkit_cache_tune(%s, %s, %lu): %s", s->name, tunable ? tunable : "(null)", value,
-           why);
+    report("slabkit_cache_tune(%s, %s, %lu): %s", to_cache(c)->name, tunable ? tunable : "(null)",
+           value, why ? why : "refused");
     return -1;
 }
 
@@ -176,7 +159,7 @@ size_t slabkit_ksize(const void *p) {
 }
 
 size_t slabkit_cache_count(void) {
-    slqb::bootstrap();
+    designs::bootstrap_all();
     return registry::count();
 }
 
@@ -185,11 +168,11 @@ const char *slabkit_allocator(void) {
 }
 
 const char *slabkit_designs(void) {
-    return "slqb";
+    return design_names();
 }
 
 void slabkit_trim(void) {
-    slqb::trim_all();
+    designs::trim_all();
     page_allocator::global().purge();
 }
 

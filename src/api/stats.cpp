@@ -4,10 +4,10 @@
 
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
+#include "designs/designs.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
-#include "slqb/slqb.hpp"
 
 #include <cstdarg>
 #include <cstdio>
@@ -25,25 +25,31 @@ void api::fill_stats(const cache *c, slabkit_cache_stats *out) {
     out->align = c->align;
     out->order = c->order;
     out->objects_per_slab = c->objects;
-    switch (c->kind) {
-    case design::slqb: {
-        auto *s = static_cast<slqb::slqb_cache *>(const_cast<cache *>(c));
-        slqb::stats_totals t;
-        slqb::gather_stats(s, &t);
-        out->slabs = t.slabs;
-        out->objects = t.slabs * c->objects;
-        out->active_objects = t.active_objects;
-        out->queued_objects = t.queued;
-        out->hiwater = s->hiwater;
-        out->freebatch = s->freebatch;
-        out->nr_counters = slqb::NR_STATS;
-        for (unsigned i = 0; i < slqb::NR_STATS; ++i) {
-            out->counter_names[i] = slqb::kStatNames[i];
-            out->counters[i] = t.counters[i];
-        }
-        break;
+    design_stats st;
+    designs::statistics(const_cast<cache *>(c), &st);
+    out->slabs = st.slabs;
+    out->objects = st.objects;
+    out->active_objects = st.active_objects;
+    out->queued_objects = st.queued_objects;
+    static_assert(design_stats::kMaxCounters <= sizeof out->counters / sizeof out->counters[0]);
+    out->nr_counters = st.nr_counters;
+    for (unsigned i = 0; i < st.nr_counters; ++i) {
+        out->counter_names[i] = st.counter_names[i];
+        out->counters[i] = st.counters[i];
     }
+    static_assert(design_stats::kMaxTunables <= sizeof out->tunables / sizeof out->tunables[0]);
+    out->nr_tunables = st.nr_tunables;
+    for (unsigned i = 0; i < st.nr_tunables; ++i) {
+        out->tunable_names[i] = st.tunable_names[i];
+        out->tunables[i] = st.tunables[i];
+        if (strcmp(st.tunable_names[i], "hiwater") == 0)
+            out->hiwater = static_cast<unsigned>(st.tunables[i]);
+        if (strcmp(st.tunable_names[i], "freebatch") == 0)
+            out->freebatch = static_cast<unsigned>(st.tunables[i]);
     }
+    out->slabinfo_tunables[0] = st.slabinfo_tunables[0];
+    out->slabinfo_tunables[1] = st.slabinfo_tunables[1];
+    out->slabinfo_tunables[2] = st.slabinfo_tunables[2];
 }
 
 namespace {
@@ -75,7 +81,8 @@ void slabinfo_line_of(text_out &out, const cache *c) {
     slabkit_cache_stats st;
     api::fill_stats(c, &st);
     slabinfo_line(out, slabinfo_row{c->name, st.active_objects, st.objects, c->size, c->objects,
-                                    uint64_t{1} << c->order, st.hiwater, st.freebatch, 0, st.slabs,
+                                    uint64_t{1} << c->order, st.slabinfo_tunables[0],
+                                    st.slabinfo_tunables[1], st.slabinfo_tunables[2], st.slabs,
                                     st.slabs, 0});
 }
 
@@ -106,7 +113,7 @@ __attribute__((destructor)) void print_stats_at_exit() {
 
 void api::gather_heap_totals(heap_totals *out) {
     *out = heap_totals{};
-    slqb::bootstrap();
+    designs::bootstrap_all();
     registry::for_each(
         [](cache *c, void *arg) {
             auto *t = static_cast<heap_totals *>(arg);
@@ -135,7 +142,7 @@ void api::gather_heap_totals(heap_totals *out) {
 }
 
 void api::print_stats(int fd) {
-    slqb::bootstrap();
+    designs::bootstrap_all();
     char line[512];
     {
         text_out out{line, sizeof line};
@@ -176,7 +183,7 @@ void api::print_stats(int fd) {
 extern "C" {
 
 size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
-    slqb::bootstrap();
+    designs::bootstrap_all();
     stats_walk walk{out, max, 0};
     registry::for_each(
         [](cache *c, void *arg) {
@@ -195,7 +202,7 @@ void slabkit_get_cache_stats(const slabkit_cache *c, struct slabkit_cache_stats 
 }
 
 size_t slabkit_slabinfo(char *buf, size_t size) {
-    slqb::bootstrap();
+    designs::bootstrap_all();
     text_out out{buf, size};
     if (size) buf[0] = '\0';
     slabinfo_header(out);

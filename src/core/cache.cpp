@@ -2,6 +2,8 @@
 #include "core/cache.hpp"
 
 #include "base/intrusive_list.hpp"
+#include "core/report.hpp"
+#include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 
 #include <cstdio>
@@ -10,7 +12,17 @@
 namespace slabkit {
 
 namespace {
-const char *const kDesignNames[kNrDesigns] = {"slqb"};
+const char *const kDesignNames[kNrDesigns] = {
+#define SLABKIT_DESIGN_NAME(name) #name,
+    SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_NAME)
+#undef SLABKIT_DESIGN_NAME
+};
+// "slqb slub": the names joined by spaces.
+constexpr char kDesignNamesJoined[] =
+#define SLABKIT_DESIGN_JOINED(name) " " #name
+    SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_JOINED)
+#undef SLABKIT_DESIGN_JOINED
+    ;
 
 constexpr size_t align_up(size_t v, size_t a) {
     return (v + a - 1) & ~(a - 1);
@@ -26,6 +38,10 @@ unsigned fls_size(size_t v) { // bits needed to hold v: fls(0) = 0, fls(1) = 1, 
 const char *design_name(design d) {
     unsigned i = static_cast<unsigned>(d);
     return i < kNrDesigns ? kDesignNames[i] : "?";
+}
+
+const char *design_names() {
+    return kDesignNamesJoined + 1; // past the leading space
 }
 
 bool parse_design(const char *name, design *out) {
@@ -47,15 +63,10 @@ design resolve_process_design() {
     const char *name = platform::env("SLABKIT_ALLOCATOR");
     design d = design::slqb;
     if (name && *name && !parse_design(name, &d)) {
-        char names[64] = "";
-        size_t len = 0;
-        for (unsigned i = 0; i < kNrDesigns && len + kNameMax < sizeof names; ++i)
-            len += static_cast<size_t>(
-                snprintf(names + len, sizeof names - len, "%s%s", i ? " " : "", kDesignNames[i]));
         platform::exit_with_error(1,
                                   "slabkit: SLABKIT_ALLOCATOR=%s is not a design of this build "
                                   "(designs: %s)\n",
-                                  name, names);
+                                  name, design_names());
     }
     // Every caller computes the same answer, so racing first calls need no lock.
     g_design_hint.store(static_cast<uint8_t>(d), std::memory_order_relaxed);
@@ -87,7 +98,7 @@ const char *cache_args_invalid(const cache_args &a) {
     return nullptr;
 }
 
-void compute_layout(cache *c, const order_policy &policy) {
+void compute_object_layout(cache *c, freeptr_place place) {
     size_t align = c->align < kMinAlign ? kMinAlign : c->align;
     if (c->flags & kHwcacheAlign) {
         // A fraction of a cache line: small objects share lines without straddling them.
@@ -97,46 +108,20 @@ void compute_layout(cache *c, const order_policy &policy) {
     }
     size_t size =
         align_up(c->object_size < sizeof(void *) ? sizeof(void *) : c->object_size, sizeof(void *));
-    c->offset = 0;
-    if (c->ctor) {
-        // Constructed state must survive while the object is free: the link goes after it.
+    if (c->ctor || (c->flags & kPoison)) {
+        // Constructed state must survive while the object is free (and a poisoned free object
+        // is all poison): the link goes after it.
         c->offset = static_cast<uint32_t>(size);
         size += sizeof(void *);
+    } else if (place == freeptr_place::middle) {
+        c->offset = static_cast<uint32_t>((c->object_size / 2) & ~(sizeof(void *) - 1));
+    } else {
+        c->offset = 0;
     }
     c->inuse = static_cast<uint32_t>(size);
     size = align_up(size, align);
     c->size = static_cast<uint32_t>(size);
     c->align = static_cast<uint32_t>(align);
-
-    // Order: the first order (from the smallest that holds one object) whose waste is within
-    // policy; failing that up to max_order, the smallest order that holds min_objects.
-    unsigned start = size <= kPageSize ? 0 : fls_size(size - 1) - kPageShift;
-    if (start < policy.min_order) start = policy.min_order;
-    unsigned order = kNrOrders;
-    for (unsigned o = start; o <= policy.max_order && o <= kMaxOrder; ++o) {
-        size_t slab = kPageSize << o;
-        size_t objects = slab / size;
-        if (objects < policy.min_objects || objects == 0) continue;
-        if ((slab - objects * size) * policy.waste_den <= slab) {
-            order = o;
-            break;
-        }
-    }
-    if (order == kNrOrders) {
-        for (unsigned o = start; o <= kMaxOrder; ++o) {
-            size_t objects = (kPageSize << o) / size;
-            if (objects >= policy.min_objects && objects > 0) {
-                order = o;
-                break;
-            }
-        }
-    }
-    if (order == kNrOrders) order = kMaxOrder; // min_objects unreachable: one per max slab
-    c->order = static_cast<uint8_t>(order);
-    size_t slab = kPageSize << order;
-    c->objects = static_cast<uint32_t>(slab / size);
-    c->colour_off = static_cast<uint32_t>(align > kCacheLine ? align : kCacheLine);
-    c->colour_range = static_cast<uint32_t>(slab - c->objects * size);
 
     unsigned shift = static_cast<unsigned>(__builtin_ctzll(size));
     uint64_t odd = size >> shift;
@@ -145,6 +130,37 @@ void compute_layout(cache *c, const order_policy &policy) {
     c->size_shift = static_cast<uint8_t>(shift);
     c->size_odd_inverse = inv;
     c->size_limit = UINT64_MAX / size;
+}
+
+unsigned order_by_waste(size_t size, const order_policy &policy) {
+    // The first order (from the smallest that holds one object) whose waste is within policy;
+    // failing that up to max_order, the smallest order that holds min_objects.
+    unsigned start = size <= kPageSize ? 0 : fls_size(size - 1) - kPageShift;
+    if (start < policy.min_order) start = policy.min_order;
+    for (unsigned o = start; o <= policy.max_order && o <= kMaxOrder; ++o) {
+        size_t slab = kPageSize << o;
+        size_t objects = slab / size;
+        if (objects < policy.min_objects || objects == 0) continue;
+        if ((slab - objects * size) * policy.waste_den <= slab) return o;
+    }
+    for (unsigned o = start; o <= kMaxOrder; ++o) {
+        size_t objects = (kPageSize << o) / size;
+        if (objects >= policy.min_objects && objects > 0) return o;
+    }
+    return kMaxOrder; // min_objects unreachable: one per max slab
+}
+
+void apply_order(cache *c, unsigned order) {
+    c->order = static_cast<uint8_t>(order);
+    size_t slab = kPageSize << order;
+    c->objects = static_cast<uint32_t>(slab / c->size);
+    c->colour_off = static_cast<uint32_t>(c->align > kCacheLine ? c->align : kCacheLine);
+    c->colour_range = static_cast<uint32_t>(slab - uint64_t{c->objects} * c->size);
+}
+
+void compute_layout(cache *c, const order_policy &policy) {
+    compute_object_layout(c, freeptr_place::start);
+    apply_order(c, order_by_waste(c->size, policy));
 }
 
 bool set_slab_order(cache *c, unsigned order, const char **why) {
@@ -157,15 +173,13 @@ bool set_slab_order(cache *c, unsigned order, const char **why) {
         *why = "a slab of that order cannot hold one object";
         return false;
     }
-    c->order = static_cast<uint8_t>(order);
-    c->objects = static_cast<uint32_t>(slab / c->size);
-    c->colour_range = static_cast<uint32_t>(slab - c->objects * c->size);
+    apply_order(c, order);
     return true;
 }
 
-void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner) {
-    pg->owner = c;
-    pg->priv[1] = list_owner;
+void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1) {
+    pg->owner.store(c, std::memory_order_relaxed);
+    pg->priv[1] = priv1;
     pg->priv[2] = colour;
     pg->aux = 0;
     char *base = static_cast<char *>(page_to_virt(pg)) + colour;
@@ -180,10 +194,64 @@ void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner) {
 
 void clear_slab(page *pg) {
     pg->set_state(pg->flags() & ~static_cast<uint32_t>(PG_slab));
-    pg->owner = nullptr;
+    pg->owner.store(nullptr, std::memory_order_relaxed);
     pg->priv[0] = pg->priv[1] = pg->priv[2] = 0;
     pg->aux = 0;
     pg->next = pg->prev = nullptr;
+}
+
+uint32_t count_slab_free(const cache *c, const page *pg) {
+    uint32_t n = 0;
+    for (void *o = slab_freelist(pg); o && n <= c->objects; o = get_freepointer(c, o)) ++n;
+    return n;
+}
+
+uint64_t report_slab_leaks(const cache *c, const page *pg) {
+    // A bitmap of the free objects, a window of 8192 objects at a time (a slab of the largest
+    // order holds up to 512 Ki objects of 8 bytes: one walk of its freelist per window), then
+    // every object of the window not in it is reported.
+    constexpr uint32_t kWindow = 8192;
+    uint64_t free_map[kWindow / 64];
+    const uint32_t objects = c->objects;
+    uint64_t leaked = 0;
+    for (uint32_t first = 0; first < objects; first += kWindow) {
+        for (uint64_t &w : free_map) w = 0;
+        uint32_t seen = 0;
+        for (void *o = slab_freelist(pg); o && seen <= objects; o = get_freepointer(c, o), ++seen) {
+            long idx = c->object_index(reinterpret_cast<uintptr_t>(o) - slab_base(pg));
+            if (idx < 0 || static_cast<uint32_t>(idx) < first ||
+                static_cast<uint32_t>(idx) - first >= kWindow)
+                continue;
+            uint32_t bit = static_cast<uint32_t>(idx) - first;
+            free_map[bit / 64] |= uint64_t{1} << (bit % 64);
+        }
+        for (uint32_t i = first; i < objects && i - first < kWindow; ++i) {
+            uint32_t bit = i - first;
+            if (free_map[bit / 64] >> (bit % 64) & 1) continue;
+            report("kmem_cache_destroy(%s): object %p is still allocated", c->name,
+                   reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * c->size));
+            ++leaked;
+        }
+    }
+    return leaked;
+}
+
+namespace {
+struct arena_walk {
+    const cache *c;
+    void (*fn)(page *, void *);
+    void *arg;
+};
+} // namespace
+
+void for_each_slab_in_arena(const cache *c, void (*fn)(page *pg, void *arg), void *arg) {
+    arena_walk w{c, fn, arg};
+    page_allocator::global().for_each_allocated(
+        [](page *pg, void *wa) {
+            const arena_walk &walk = *static_cast<arena_walk *>(wa);
+            if ((pg->flags() & PG_slab) && slab_cache(pg) == walk.c) walk.fn(pg, walk.arg);
+        },
+        &w);
 }
 
 // ---- registry -----------------------------------------------------------------------------

@@ -17,9 +17,10 @@
 // Slab pages (the page allocator's head descriptor of each slab) carry:
 //   state    PG_head | PG_slab | order
 //   owner    the cache (a `cache *`)
-//   aux      objects of this slab that are not on its own freelist (the kernel's inuse)
+//   aux      the design's: SLQB's inuse (objects of this slab not on its own freelist)
 //   priv[0]  the slab's own freelist (first free object, linked through free pointers)
-//   priv[1]  the design's owner of the slab within the cache (SLQB: its kmem_cache_list)
+//   priv[1]  the design's: SLQB's owner list of the slab, SLUB's counters word (inuse,
+//            objects, frozen), swapped with priv[0] as one double word
 //   priv[2]  the colour offset: where the first object starts
 //   next/prev  links on the design's slab lists
 //
@@ -28,6 +29,7 @@
 #pragma once
 
 #include "base/compiler.hpp"
+#include "core/design_list.hpp"
 #include "page/page.hpp"
 #include "platform/lock.hpp"
 
@@ -37,10 +39,10 @@
 
 namespace slabkit {
 
-// The designs this build has. Values index per-design tables (kmalloc caches, names).
-enum class design : uint8_t { slqb = 0 };
-inline constexpr unsigned kNrDesigns = 1;
+// The designs of this build are listed in core/design_list.hpp.
 const char *design_name(design d);
+// The names of every design, separated by spaces ("slqb slub").
+const char *design_names();
 // Parses a design name; false when unknown.
 bool parse_design(const char *name, design *out);
 
@@ -143,8 +145,19 @@ struct order_policy {
     unsigned min_objects = 1; // objects per slab at least
 };
 
-// Fills the layout fields of c (size, offset, inuse, align, order, objects, colour, the
-// division constants) from its object_size, align, flags and ctor.
+// Where a free object keeps its free pointer when nothing forces it outside the object (a
+// constructor, poisoning): its first word (SLQB, SLAB), or the word at the middle of the object
+// (SLUB since Linux 5.7: a small overflow from the object before does not reach it).
+enum class freeptr_place : uint8_t { start, middle };
+
+// Fills the object layout of c (size, offset, inuse, align and the division constants) from its
+// object_size, align, flags and ctor.
+void compute_object_layout(cache *c, freeptr_place place);
+// The order `policy` picks for objects of `size` bytes.
+unsigned order_by_waste(size_t size, const order_policy &policy);
+// Sets c's slab order and what follows from it (objects per slab, colour step and range).
+void apply_order(cache *c, unsigned order);
+// compute_object_layout (free pointer at the start), then the order `policy` picks.
 void compute_layout(cache *c, const order_policy &policy);
 
 // Sets the slab order of c (only while it holds no slab): false, with *why set, when the order
@@ -163,6 +176,11 @@ SLABKIT_ALWAYS_INLINE void set_slab_freelist(page *pg, void *obj) {
 }
 SLABKIT_ALWAYS_INLINE uintptr_t slab_base(const page *pg) {
     return reinterpret_cast<uintptr_t>(page_to_virt(pg)) + pg->priv[2];
+}
+
+// The cache that owns slab page pg.
+SLABKIT_ALWAYS_INLINE cache *slab_cache(const page *pg) {
+    return static_cast<cache *>(pg->owner.load(std::memory_order_relaxed));
 }
 
 // The slab page of `obj` if it is a slab page of cache c, else nullptr (not in the arena, not a
@@ -188,7 +206,7 @@ SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj) {
     if (SLABKIT_UNLIKELY((addr & (kChunkSize - 1)) < kMetaPages * kPageSize)) return nullptr;
     page *pg = reinterpret_cast<page *>(addr & ~(kChunkSize - 1)) + chunk_pfn(obj);
     if (SLABKIT_UNLIKELY((pg->flags() & (PG_slab | PG_tail)) != PG_slab)) return nullptr;
-    const cache *owner = static_cast<const cache *>(pg->owner);
+    const cache *owner = slab_cache(pg);
     if constexpr (!kAnyCache) {
         if (SLABKIT_UNLIKELY(owner != c)) return nullptr;
         owner = c; // the same, but known without waiting for the load
@@ -218,10 +236,23 @@ SLABKIT_ALWAYS_INLINE void set_freepointer(const cache *c, void *obj, void *next
 }
 
 // Marks a freshly allocated block as a slab of c and links its objects in address order into
-// its freelist, running the constructor on each. colour: offset of the first object.
-void init_slab(cache *c, page *pg, unsigned colour, uintptr_t list_owner);
+// its freelist, running the constructor on each. colour: offset of the first object. priv[1] is
+// set to `priv1` (the design's).
+void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1);
 // Clears the slab marks before the block goes back to the page allocator.
 void clear_slab(page *pg);
+
+// The number of objects on slab pg's own freelist (stops counting past c->objects, so that a
+// corrupted, cyclic list cannot hang the caller).
+uint32_t count_slab_free(const cache *c, const page *pg);
+// Reports, one line each, the objects of slab pg that are not on its own freelist ("object %p is
+// still allocated", for destroy); returns how many.
+uint64_t report_slab_leaks(const cache *c, const page *pg);
+// Calls fn(pg, arg) for every slab of cache c in the global page allocator's arena, found from
+// the page descriptors (for designs that do not keep every slab on a list). The caller makes
+// sure c's slabs do not change meanwhile (destroy: no thread uses the cache); other caches'
+// slabs may.
+void for_each_slab_in_arena(const cache *c, void (*fn)(page *pg, void *arg), void *arg);
 
 // ---- registry -----------------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned 
                  st & PG_order_mask, page_to_virt(head));
         return buf;
     }
-    const cache *owner = static_cast<const cache *>(head->owner);
+    const cache *owner = slab_cache(head);
     if (c && owner != c) {
         snprintf(buf, size, "the object belongs to cache '%s', not '%s'", owner ? owner->name : "?",
                  c->name);

@@ -5,20 +5,24 @@
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
-#include "slqb/slqb.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace slabkit::kmalloc {
 
 namespace detail {
-slqb::slqb_cache g_slqb[kNrClasses];
-std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+// One set per design (zero until a class is opened: the per-slot storage costs no memory until
+// slots use it).
+#define SLABKIT_DESIGN_CLASSES(name)                                                               \
+    template <>                                                                                    \
+    class_set<name::ops> g_classes<name::ops>{};
+SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_CLASSES)
+#undef SLABKIT_DESIGN_CLASSES
 } // namespace detail
 
-using detail::g_open;
-using detail::g_slqb;
+using detail::g_classes;
 
 namespace {
 constexpr size_t kClassSizes[kNrClasses] = {8,   16,  32,   64,   96,   128, 192,
@@ -28,7 +32,6 @@ const char *const kClassNames[kNrClasses] = {
     "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
     "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
 
-std::atomic<slqb::slqb_cpu *> g_slqb_cpu_slab[kNrClasses][kMaxSlots + 1];
 platform::mutex g_open_lock;
 
 size_t class_align(size_t size) {
@@ -36,17 +39,33 @@ size_t class_align(size_t size) {
     return 16;
 }
 
+// The name of class i in design d: "kmalloc-64" in the process's design, "kmalloc-64" too in
+// the other designs unless the process's design already has that name - names are unique among
+// live caches, so the other designs' classes are "<design>-kmalloc-64".
+void class_name(design d, unsigned i, char *buf, size_t size) {
+    if (d == process_design())
+        snprintf(buf, size, "%s", kClassNames[i]);
+    else
+        snprintf(buf, size, "%s-%s", design_name(d), kClassNames[i]);
+}
+
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
+    designs::bootstrap_all();
     platform::lock_guard guard(g_open_lock);
-    if (g_open[static_cast<unsigned>(d)][i].load(std::memory_order_relaxed)) return &g_slqb[i];
-    const char *why = nullptr;
-    cache_args args{kClassNames[i], kClassSizes[i], class_align(kClassSizes[i]), 0, nullptr};
-    if (!slqb::open_static(&g_slqb[i], g_slqb_cpu_slab[i], args, &why)) {
-        report("cannot open %s: %s", kClassNames[i], why ? why : "?");
-        return nullptr;
-    }
-    g_open[static_cast<unsigned>(d)][i].store(true, std::memory_order_release);
-    return &g_slqb[i];
+    return designs::visit(d, [&](auto ops) -> cache * {
+        auto &set = g_classes<decltype(ops)>;
+        if (set.open[i].load(std::memory_order_relaxed)) return &set.caches[i];
+        char name[kNameMax];
+        class_name(d, i, name, sizeof name);
+        const char *why = nullptr;
+        cache_args args{name, kClassSizes[i], class_align(kClassSizes[i]), 0, nullptr};
+        if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
+            report("cannot open %s: %s", name, why ? why : "?");
+            return nullptr;
+        }
+        set.open[i].store(true, std::memory_order_release);
+        return &set.caches[i];
+    });
 }
 
 // Fork: the open lock ranks first of all, as open_class allocates (and so takes every lock
@@ -70,8 +89,11 @@ size_t class_size(unsigned i) {
 }
 
 cache *cache_for(design d, unsigned i) {
-    if (g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)) return &g_slqb[i];
-    return open_class(d, i);
+    cache *c = designs::visit(d, [&](auto ops) -> cache * {
+        auto &set = g_classes<decltype(ops)>;
+        return set.open[i].load(std::memory_order_acquire) ? &set.caches[i] : nullptr;
+    });
+    return c ? c : open_class(d, i);
 }
 
 void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
@@ -79,9 +101,7 @@ void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
     if (size <= kMaxCacheSize) {
         cache *c = cache_for(d, class_of(size));
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
-        slqb::slqb_cache *s = static_cast<slqb::slqb_cache *>(c);
-        if (node == kAnyNode) return slqb::alloc(s, zero);
-        return slqb::alloc_slow(s, kNoSlot, node, zero);
+        return designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
     }
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
@@ -120,10 +140,9 @@ void detail::free_slow(void *p, const char *caller) {
     if (SLABKIT_LIKELY(pg != nullptr)) {
         uint32_t st = pg->flags();
         if (SLABKIT_LIKELY(st & PG_slab)) {
-            cache *c = static_cast<cache *>(pg->owner);
-            if (SLABKIT_LIKELY(is_object_start(c, pg, p))) {
-                return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(c), pg, p);
-            }
+            cache *c = slab_cache(pg);
+            if (SLABKIT_LIKELY(is_object_start(c, pg, p)))
+                return designs::visit(c, [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
         } else if ((st & PG_head) && page_to_virt(pg) == p) {
             return page_allocator::global().free(p);
         }
@@ -140,7 +159,7 @@ size_t usable_size(const void *p) {
     if (pg) {
         uint32_t st = pg->flags();
         if (st & PG_slab) {
-            const cache *c = static_cast<const cache *>(pg->owner);
+            const cache *c = slab_cache(pg);
             if (!is_object_start(c, pg, p)) return 0;
             return c->ctor ? c->offset : c->size;
         }

@@ -9,12 +9,16 @@
 // table), so free needs no size and no header.
 //
 // Alignment: power-of-two classes are naturally aligned (each cache's alignment is its size,
-// up to a page; 8k slabs are order-1 blocks holding one object), 96 and 192 are 16-aligned.
-// Every design has its own set of kmalloc caches, opened on first use from static descriptors.
+// up to a page), 96 and 192 are 16-aligned.
+//
+// Every design has its own set of kmalloc caches (class_set<D>), static descriptors opened on
+// first use, so that objects of several designs live in one process: allocation goes to the set
+// of the design asked for (the process's design, in the C API and malloc), and kfree finds a
+// block's design from its slab page's owner cache.
 #pragma once
 
 #include "core/cache.hpp"
-#include "slqb/slqb.hpp"
+#include "designs/designs.hpp"
 
 #include <cstddef>
 
@@ -28,9 +32,17 @@ namespace detail {
 // Sizes 1..192 by (size - 1) / 8.
 inline constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
                                             5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
-// SLQB's kmalloc caches (static descriptors) and which classes of which design are open.
-extern SLABKIT_HIDDEN slqb::slqb_cache g_slqb[kNrClasses];
-extern SLABKIT_HIDDEN std::atomic<bool> g_open[kNrDesigns][kNrClasses];
+
+// One design's kmalloc caches: static descriptors, the design's static per-slot storage for
+// each, and which are open (set, with release order, once the cache is usable).
+template <class D>
+struct class_set {
+    typename D::cache_type caches[kNrClasses];
+    std::atomic<bool> open[kNrClasses];
+    typename D::slot_storage slots[kNrClasses];
+};
+template <class D>
+extern SLABKIT_HIDDEN class_set<D> g_classes;
 // Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
 // node, a class not opened yet; and frees the fast check did not accept.
 void *alloc_slow(design d, size_t size, bool zero, int node);
@@ -54,22 +66,30 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     // size - 1 wraps for 0, so one compare sends 0 and large sizes to the slow path.
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         unsigned i = class_of(size);
-        if (SLABKIT_LIKELY(
-                detail::g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
-            return slqb::alloc(&detail::g_slqb[i], zero);
+        void *p = designs::visit(d, [&](auto ops) -> void * {
+            auto &set = detail::g_classes<decltype(ops)>;
+            if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
+                return ops.alloc(&set.caches[i], zero);
+            return detail::alloc_slow(d, size, zero, node);
+        });
+        return p;
     }
     return detail::alloc_slow(d, size, zero, node);
 }
 
-// The fast path alone: an object of size's class from the calling slot's queue, or nullptr
-// (size 0 or above the caches, the class not open yet, nothing queued) - alloc() then does the
-// rest. For callers with their own slow path (malloc), whose fast path then needs no frame.
+// The fast path alone: an object of size's class from the calling slot's own store (SLQB's
+// queue, SLUB's per-slot freelist), or nullptr (size 0 or above the caches, the class not open
+// yet, nothing there) - alloc() then does the rest. For callers with their own slow path
+// (malloc), whose fast path then needs no frame.
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = class_of(size);
-        if (SLABKIT_LIKELY(
-                detail::g_open[static_cast<unsigned>(d)][i].load(std::memory_order_acquire)))
-            return slqb::alloc_from_queue(&detail::g_slqb[i]);
+        return designs::visit(d, [&](auto ops) -> void * {
+            auto &set = detail::g_classes<decltype(ops)>;
+            if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
+                return ops.alloc_fast(&set.caches[i]);
+            return nullptr;
+        });
     }
     return nullptr;
 }
@@ -81,7 +101,8 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero);
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     page *pg = slab_page_check<true>(nullptr, p);
     if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
-    return slqb::free_to_slot(static_cast<slqb::slqb_cache *>(pg->owner), pg, p);
+    // The block's design is its slab's cache's: objects of several designs may meet here.
+    return designs::visit(slab_cache(pg), [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
 }
 
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the

@@ -70,16 +70,22 @@ struct page {
     uint32_t aux = 0;               // slab layer: free for its use
     page *next = nullptr;           // list links: buddy free lists, per-slot lists, slab lists
     page *prev = nullptr;
-    page *head = nullptr;   // a tail page: the head of its block
-    void *owner = nullptr;  // slab layer: the cache that owns this page
-    uintptr_t priv[3] = {}; // slab layer: its own use. Buddy (free block): priv[0] is
-                            // the coarse time in ms at which the block was freed
+    page *head = nullptr; // a tail page: the head of its block
+    // Slab layer: its own use. priv[0] and priv[1] form one 16-byte-aligned pair (offset 32 of
+    // a 64-byte-aligned descriptor) that a design may update with one double-word
+    // compare-and-swap (SLUB's {freelist, counters}). Buddy (free block): priv[0] is the
+    // coarse time in ms at which the block was freed.
+    alignas(16) uintptr_t priv[3] = {};
+    // Slab layer: the cache that owns this page. Atomic (relaxed: plain moves) so that a walk
+    // over the arena's descriptors (leak reports) may read it while other caches' slabs change.
+    std::atomic<void *> owner{nullptr};
 
     uint32_t flags() const { return state.load(std::memory_order_relaxed); }
     unsigned order() const { return flags() & PG_order_mask; }
     void set_state(uint32_t s) { state.store(s, std::memory_order_relaxed); }
 };
 static_assert(sizeof(page) == 64, "a page descriptor is one cache line");
+static_assert(offsetof(page, priv) % 16 == 0, "priv[0..1] can be swapped as one double word");
 
 class page_allocator;
 

@@ -126,6 +126,12 @@ class page_allocator {
     // drain(), then decommits every free page that may be resident. Returns pages decommitted.
     uint64_t purge();
 
+    // Calls fn(head, arg) for the head page of every allocated block (PG_head), node by node
+    // under each zone's lock, walking the page descriptors of the chunks as far as they were
+    // ever carved. Blocks that per-slot lists hand out or take back meanwhile may be missed or
+    // seen: a caller walks for blocks it knows are stable (a slab design's leak report).
+    void for_each_allocated(void (*fn)(page *head, void *arg), void *arg);
+
     void snapshot(page_stats *out) const;
     // /proc/buddyinfo-style text ("Node 0, zone   Normal  n0 n1 ... n10\n" per node), plus a
     // summary line. Returns the length written (truncated to fit, always NUL-terminated).

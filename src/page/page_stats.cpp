@@ -210,4 +210,25 @@ unsigned page_allocator::validate(char *report, size_t size) const {
     return problems;
 }
 
+void page_allocator::for_each_allocated(void (*fn)(page *head, void *arg), void *arg) {
+    for (unsigned n = 0; n < nodes_; ++n) {
+        zone &z = zones_[n];
+        platform::lock_guard guard(z.lock);
+        for (chunk *ch = z.chunks; ch; ch = ch->next) {
+            size_t end = ch->fresh_pfn < kPagesPerChunk ? ch->fresh_pfn : kPagesPerChunk;
+            for (size_t pfn = kMetaPages; pfn < end;) {
+                page *pg = pfn_to_page(ch, pfn);
+                uint32_t st = pg->flags();
+                // A head (allocated) or a free block's first page: skip the block; anything
+                // else (a tail, a page inside a free block): one page on.
+                size_t step = 1;
+                if (st & (PG_head | PG_buddy | PG_pcp | PG_purging))
+                    step = size_t{1} << (st & PG_order_mask);
+                if (st & PG_head) fn(pg, arg);
+                pfn += step;
+            }
+        }
+    }
+}
+
 } // namespace slabkit

@@ -28,7 +28,8 @@
 // its slab's freelist. A slab's `aux` (inuse) counts the objects not on its freelist.
 //
 // Slots are threads: a departing thread leaves its queues to the next thread that takes the slot;
-// slots idle for decay_ms are drained, and shrink/destroy/trim flush the caller's and idle slots.
+// slots idle for decay_ms are drained (core/trimmer.hpp), and shrink/destroy/trim flush the
+// caller's and idle slots.
 //
 // Lock order: slot registry -> cache registry -> node list_lock -> a list's page_lock ->
 // a list's inbox lock. Never two page_locks or two inbox locks at once.
@@ -36,11 +37,13 @@
 
 #include "core/cache.hpp"
 #include "core/counter.hpp"
+#include "core/design.hpp"
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
 #include "slot/slot.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -138,37 +141,34 @@ struct slqb_cache : cache {
     counter shared_stats[NR_STATS];
 };
 
-// ---- the internal interface every design offers ---------------------------------------------
+// ---- SLQB's side of the design interface (core/design.hpp; `ops` below) -----------------------
+
+// The static per-slot pointer array of a static cache (kmalloc's): kMaxSlots + 1 pointers.
+using slot_storage = std::array<std::atomic<slqb_cpu *>, kMaxSlots + 1>;
 
 // Sets up the three bootstrap caches (once; every entry point that needs them calls it).
 void bootstrap();
-// Creates a cache; nullptr with *why set when it cannot (bad arguments, duplicate name, no
-// memory).
 slqb_cache *create(const cache_args &args, const char **why);
-// Destroys a cache the caller no longer uses. Leaked objects are reported and the cache kept.
+bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &args, const char **why);
 void destroy(slqb_cache *s);
-// Flushes the caller's and idle slots' queues and the node lists; asks other slots to flush at
-// their next slow path. Returns the slabs the cache still holds.
-size_t shrink(slqb_cache *s);
-// Makes a static cache usable (kmalloc caches): its descriptor and its kMaxSlots + 1 long per-slot
-// pointer array are the caller's static objects; nothing is allocated.
-bool open_static(slqb_cache *s, std::atomic<slqb_cpu *> *cpu_slab, const cache_args &args,
-                 const char **why);
+// Flushes what `slot` holds in s (its inbox, queue and outbox); with `release`, frees the
+// slot's structure once it holds nothing (an idle slot, under the cache registry lock).
+void flush_slot(slqb_cache *s, unsigned slot, bool release);
+// Shrink's share beyond the idle slots: the caller's slot, every inbox (straight to its slabs)
+// and the node lists; bumps the shrink generation so that other live slots flush at their next
+// slow path. Returns the slabs the cache still holds.
+size_t reclaim(slqb_cache *s);
+// The trimmer's share of the node lists: each claims its inbox and gives back one batch.
+void trim(slqb_cache *s);
 // Sets hiwater/freebatch (1 <= freebatch <= hiwater + 1); false when out of range.
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch);
+// A tunable by name: "order", "hiwater", "freebatch".
+bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why);
 // Changes the slab order. The cache must hold no slab (shrink first) and no thread may use it
 // meanwhile; false with *why set otherwise.
 bool set_order(slqb_cache *s, unsigned order, const char **why);
-// The trimmer, run from the new-slab slow path at most every decay_ms/2 (there is no timer
-// thread): drains the slots that no thread has held for decay_ms, in every SLQB cache, and
-// moves the trim epoch, so that each live slot, at its next allocation slow path in a cache,
-// claims its inbox and gives back one batch of its queue and its outbox - what SLQB's per-CPU
-// trimmer did every ~3 s.
-// `force` skips the rate limit (tests).
-void trim_idle_slots(bool force = false);
-uint64_t trim_epoch();
-// Flushes the caller's and idle slots in every SLQB cache.
-void trim_all();
+void fork_boot(fork_op op);
+void fork_cache(slqb_cache *s, fork_op op);
 
 struct stats_totals {
     uint64_t slabs = 0;
@@ -177,6 +177,7 @@ struct stats_totals {
     uint64_t counters[NR_STATS] = {};
 };
 void gather_stats(slqb_cache *s, stats_totals *out);
+void statistics(slqb_cache *s, design_stats *out);
 // A slot list's FREE count, derived (see stat_item).
 uint64_t frees_of(const slqb_list *l);
 
@@ -243,6 +244,12 @@ SLABKIT_ALWAYS_INLINE void free(slqb_cache *s, void *obj) {
     return free_to_slot(s, pg, obj);
 }
 
+// An object from node `node` (kAnyNode: the caller's); nullptr when the node does not exist.
+SLABKIT_ALWAYS_INLINE void *alloc_node(slqb_cache *s, int node, bool zero) {
+    if (node == kAnyNode) return alloc(s, zero);
+    return alloc_slow(s, kNoSlot, node, zero);
+}
+
 } // namespace slabkit::slqb
 
 namespace slabkit::slqb {
@@ -252,4 +259,51 @@ namespace slabkit::slqb {
 // inboxes) is an object start of this cache. Returns the number of problems, the first few
 // described in report.
 unsigned validate(slqb_cache *s, char *report, size_t size);
+
+// The design interface (core/design.hpp), checked in designs/designs.hpp.
+struct ops {
+    using cache_type = slqb_cache;
+    using slot_storage = slqb::slot_storage;
+    static constexpr design kind = design::slqb;
+    static void bootstrap() { slqb::bootstrap(); }
+    static slqb_cache *create(const cache_args &a, const char **why) {
+        return slqb::create(a, why);
+    }
+    static bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &a,
+                            const char **why) {
+        return slqb::open_static(s, slots, a, why);
+    }
+    static void destroy(slqb_cache *s) { slqb::destroy(s); }
+    static void flush_slot(slqb_cache *s, unsigned slot, bool release) {
+        slqb::flush_slot(s, slot, release);
+    }
+    static size_t reclaim(slqb_cache *s) { return slqb::reclaim(s); }
+    static void trim(slqb_cache *s) { slqb::trim(s); }
+    static bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why) {
+        return slqb::tune(s, name, value, why);
+    }
+    static bool set_order(slqb_cache *s, unsigned order, const char **why) {
+        return slqb::set_order(s, order, why);
+    }
+    static void statistics(slqb_cache *s, design_stats *out) { slqb::statistics(s, out); }
+    static unsigned validate(slqb_cache *s, char *buf, size_t size) {
+        return slqb::validate(s, buf, size);
+    }
+    static void fork_boot(fork_op op) { slqb::fork_boot(op); }
+    static void fork_cache(slqb_cache *s, fork_op op) { slqb::fork_cache(s, op); }
+    SLABKIT_ALWAYS_INLINE static void *alloc(slqb_cache *s, bool zero) {
+        return slqb::alloc(s, zero);
+    }
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s) {
+        return slqb::alloc_from_queue(s);
+    }
+    SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
+        return slqb::alloc_node(s, node, zero);
+    }
+    SLABKIT_ALWAYS_INLINE static void free(slqb_cache *s, void *obj) { slqb::free(s, obj); }
+    SLABKIT_ALWAYS_INLINE static void free_to_slab(slqb_cache *s, page *pg, void *obj) {
+        slqb::free_to_slot(s, pg, obj);
+    }
+};
+
 } // namespace slabkit::slqb

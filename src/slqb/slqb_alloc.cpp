@@ -1,5 +1,6 @@
 // slqb_alloc.cpp - SLQB's allocation slow paths: claiming the inbox, partial slabs, new slabs,
 // the per-node lists, and making a slot's per-cache structure.
+#include "core/trimmer.hpp"
 #include "page/page_allocator.hpp"
 #include "slqb/slqb_internal.hpp"
 
@@ -25,7 +26,7 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     c = new (mem) slqb_cpu();
     init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
     c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
-    c->trim_seen = trim_epoch();
+    c->trim_seen = trimmer::epoch();
     s->cpu_slab[slot].store(c, std::memory_order_release);
     return c;
 }
@@ -111,6 +112,26 @@ static void *node_alloc(slqb_cache *s, unsigned node) {
     return obj;
 }
 
+// The kernel's try_remote: no new slab could be made, so before failing take an object that
+// the node lists already hold - this node's first, then the others' - under each list_lock.
+static void *alloc_from_node_lists(slqb_cache *s, unsigned first) {
+    for (unsigned i = 0; i < s->nr_nodes; ++i) {
+        slqb_node *n = s->node_slab[(first + i) % s->nr_nodes];
+        if (!n) continue;
+        void *obj;
+        {
+            deferred_release defer;
+            platform::lock_guard guard(n->list_lock);
+            obj = get_object(s, &n->list, nullptr);
+        }
+        if (obj) {
+            count(&n->list, ALLOC);
+            return obj;
+        }
+    }
+    return nullptr;
+}
+
 static unsigned caller_node(slqb_cache *s) {
     if (!s->numa) return 0;
     const platform::topology &topo = platform::numa();
@@ -145,10 +166,11 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->list.node)) {
         unsigned target = node == kAnyNode ? caller_node(s) : static_cast<unsigned>(node);
         obj = node_alloc(s, target);
+        if (!obj && node == kAnyNode) obj = alloc_from_node_lists(s, target);
     } else {
         slqb_list *l = &c->list;
         uint64_t gen = s->shrink_gen.load(std::memory_order_relaxed);
-        uint64_t epoch = trim_epoch();
+        uint64_t epoch = trimmer::epoch();
         if (SLABKIT_UNLIKELY(gen != c->shrink_seen)) {
             // A shrink asked every slot to give back what it parks.
             c->shrink_seen = gen;
@@ -161,11 +183,15 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
         }
         obj = get_object(s, l, c);
         if (!obj) {
-            trim_idle_slots();
+            trimmer::maybe_run();
             obj = alloc_from_new_slab(s, l, c, false);
             if (obj) count(l, ALLOC_SLAB_NEW);
         }
-        if (obj) count(l, ALLOC);
+        if (obj) {
+            count(l, ALLOC);
+        } else if (node == kAnyNode) {
+            obj = alloc_from_node_lists(s, l->node);
+        }
     }
     if (obj && zero) memset(obj, 0, s->object_size);
     return obj;

@@ -140,15 +140,14 @@ static void free_structures(slqb_cache *s) {
     s->cpu_slab = nullptr;
 }
 
-bool open_static(slqb_cache *s, std::atomic<slqb_cpu *> *cpu_slab, const cache_args &args,
-                 const char **why) {
+bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &args, const char **why) {
     bootstrap();
     if (const char *bad = cache_args_invalid(args)) {
         if (why) *why = bad;
         return false;
     }
     setup_common(s, args);
-    s->cpu_slab = cpu_slab;
+    s->cpu_slab = slots->data();
     // Per-node structures of static caches come from the node cache like any other's.
     if (!make_nodes(s)) {
         if (why) *why = "out of memory for the per-node structures";
@@ -215,23 +214,8 @@ static void drain_node(slqb_cache *s, slqb_node *n) {
 static uint64_t report_leaks(slqb_cache *s, slqb_list *l) {
     uint64_t leaked = 0;
     platform::lock_guard guard(l->page_lock);
-    for (page_list *sl : {&l->partial, &l->full}) {
-        for (page *pg = sl->first; pg; pg = pg->next) {
-            // Objects on the slab's freelist are free; every other one is leaked.
-            uint64_t free_map[(kPageSize << kMaxOrder) / kMinAlign / 64 / 64 + 1] = {};
-            bool map_ok = s->objects <= sizeof free_map * 8;
-            for (void *o = slab_freelist(pg); o && map_ok; o = get_freepointer(s, o)) {
-                long idx = s->object_index(reinterpret_cast<uintptr_t>(o) - slab_base(pg));
-                if (idx >= 0) free_map[idx / 64] |= uint64_t{1} << (idx % 64);
-            }
-            for (uint32_t i = 0; i < s->objects && map_ok; ++i) {
-                if (free_map[i / 64] >> (i % 64) & 1) continue;
-                report("kmem_cache_destroy(%s): object %p is still allocated", s->name,
-                       reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * s->size));
-                ++leaked;
-            }
-        }
-    }
+    for (page_list *sl : {&l->partial, &l->full})
+        for (page *pg = sl->first; pg; pg = pg->next) leaked += report_slab_leaks(s, pg);
     return leaked;
 }
 
@@ -271,17 +255,10 @@ void destroy(slqb_cache *s) {
     s->dead = true;
 }
 
-// ---- shrink and trims -----------------------------------------------------------------------
+// ---- shrink and trims ------------------------------------------------------------------------
 
-static void flush_idle_slot_of(unsigned slot, void *arg) {
-    slqb_cache *s = static_cast<slqb_cache *>(arg);
-    slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
-    if (c) flush_cpu(s, c);
-}
-
-// Everything of shrink but the idle slots (which need the slot registry lock, taken before the
-// cache registry's): the caller's slot, every inbox, the node lists.
-static size_t shrink_lists(slqb_cache *s) {
+size_t reclaim(slqb_cache *s) {
+    if (!s || s->dead) return 0;
     unsigned me = slots::current_if_any();
     if (me != kNoSlot) {
         if (slqb_cpu *c = s->cpu_slab[me].load(std::memory_order_relaxed)) flush_cpu(s, c);
@@ -302,101 +279,43 @@ static size_t shrink_lists(slqb_cache *s) {
     return slabs;
 }
 
-size_t shrink(slqb_cache *s) {
-    if (!s || s->dead) return 0;
-    {
-        deferred_release defer;
-        slots::for_each_idle(flush_idle_slot_of, s);
-    }
-    return shrink_lists(s);
-}
-
-namespace {
-struct slot_flush {
-    unsigned slot;
-    bool free_empty; // the slot is idle: free its structures that hold nothing
-};
-
 // True when a flushed per-slot structure holds nothing and no slab points at its list.
-bool cpu_is_empty(slqb_cpu *c) {
+static bool cpu_is_empty(slqb_cpu *c) {
     platform::lock_guard guard(c->list.page_lock);
     return c->list.nr_slabs.load(std::memory_order_relaxed) == 0 && !c->list.freelist.head &&
            c->list.inbox.count() == 0 && c->rlist.count() == 0;
 }
 
-// Under the cache registry lock (and, for an idle slot, the slot registry lock): flushes the
-// slot's structure of cache c, and frees it when the slot is idle and nothing refers to it any
-// more, so that memory follows the slots in use rather than the most ever used. Statistics
-// readers hold the cache registry lock too, so none is reading it.
-void flush_slot_in_cache(cache *c, void *arg) {
-    if (c->kind != design::slqb) return;
-    slqb_cache *s = static_cast<slqb_cache *>(c);
-    if (s->dead) return;
-    const slot_flush &f = *static_cast<slot_flush *>(arg);
-    slqb_cpu *cpu = s->cpu_slab[f.slot].load(std::memory_order_acquire);
+void flush_slot(slqb_cache *s, unsigned slot, bool release) {
+    if (s->dead || slot >= kMaxSlots) return;
+    slqb_cpu *cpu = s->cpu_slab[slot].load(std::memory_order_acquire);
     if (!cpu) return;
     flush_cpu(s, cpu);
-    if (!f.free_empty || s->meta || !cpu_is_empty(cpu)) return;
+    // Freed only when the slot is idle and nothing refers to the structure any more, so that
+    // memory follows the slots in use rather than the most ever used. The designs layer calls
+    // this under the cache registry lock, which statistics readers hold too: none is reading it.
+    if (!release || s->meta || !cpu_is_empty(cpu)) return;
     for (unsigned i = 0; i < NR_STATS; ++i)
         s->shared_stats[i].add_shared(i == FREE ? frees_of(&cpu->list) : cpu->list.stats[i].get());
-    s->cpu_slab[f.slot].store(nullptr, std::memory_order_release);
+    s->cpu_slab[slot].store(nullptr, std::memory_order_release);
     cpu->~slqb_cpu();
     free_shared(&cpu_cache(), cpu);
 }
-void flush_idle_slot_all_caches(unsigned slot, void *free_empty) {
-    slot_flush f{slot, free_empty != nullptr};
-    registry::for_each(flush_slot_in_cache, &f);
-}
-int g_free_empty_tag;
-void *const kFreeEmpty = &g_free_empty_tag;
-void shrink_cb(cache *c, void *) {
-    if (c->kind == design::slqb && !static_cast<slqb_cache *>(c)->dead)
-        shrink_lists(static_cast<slqb_cache *>(c));
-}
-std::atomic<uint64_t> g_next_trim_ms{0};
-std::atomic<uint64_t> g_trim_epoch{0};
-} // namespace
 
-void trim_idle_slots(bool force) {
-    uint64_t now = platform::now_coarse_ms();
-    uint64_t next = g_next_trim_ms.load(std::memory_order_relaxed);
-    if (now < next && !force) return;
-    unsigned decay = page_allocator::global().settings().decay_ms;
-    if (!g_next_trim_ms.compare_exchange_strong(next, now + (decay ? decay / 2 : 500),
-                                                std::memory_order_relaxed) &&
-        !force)
-        return;
-    g_trim_epoch.fetch_add(1, std::memory_order_relaxed);
-    deferred_release defer;
-    // Unforced, this runs on an allocation's slow path, which may hold a cache's locks: it only
-    // tries the slot registry lock (see slots::try_for_each_idle_since).
-    const uint64_t before = now > decay ? now - decay : 0;
-    if (force)
-        slots::for_each_idle_since(before, flush_idle_slot_all_caches, kFreeEmpty);
-    else
-        slots::try_for_each_idle_since(before, flush_idle_slot_all_caches, kFreeEmpty);
-}
-
-uint64_t trim_epoch() {
-    return g_trim_epoch.load(std::memory_order_relaxed);
-}
-
-void trim_all() {
-    // The idle slots of every cache first (slot registry, then cache registry: the lock order),
-    // then each cache's own lists under the cache registry lock, so no cache is destroyed
-    // meanwhile.
-    // A slot's structure can only be freed once no slab is left on its list, which may take the
-    // other slots' flushes (their objects of its slabs reach its inbox) and the inbox drains: so
-    // flush everything first, then free the idle slots' empty structures, then give back the
-    // per-slot cache's pages that held them.
-    deferred_release defer;
-    slots::for_each_idle(flush_idle_slot_all_caches, nullptr);
-    slot_flush mine{slots::current_if_any(), false};
-    if (mine.slot != kNoSlot) registry::for_each(flush_slot_in_cache, &mine);
-    registry::for_each(shrink_cb, nullptr);
-    slots::for_each_idle(flush_idle_slot_all_caches, kFreeEmpty);
-    if (mine.slot != kNoSlot) registry::for_each(flush_slot_in_cache, &mine);
-    registry::for_each(shrink_cb, nullptr);
+void trim(slqb_cache *s) {
+    if (s->dead) return;
+    // The node lists' share of SLQB's trimmer (cache_trim_worker): claim the inbox and give back
+    // one batch of the queue, so that objects freed to a node list below freebatch do not keep
+    // their slabs until an explicit shrink. A node list's queue only holds objects of its own
+    // slabs, so no outbox is needed.
+    for (unsigned n = 0; n < s->nr_nodes; ++n) {
+        slqb_node *node = s->node_slab[n];
+        if (!node) continue;
+        deferred_release defer; // emptied slabs go back after the list lock is dropped
+        platform::lock_guard guard(node->list_lock);
+        claim_remote_list(s, &node->list);
+        flush_node_batch(s, &node->list);
+    }
 }
 
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch) {
@@ -404,6 +323,23 @@ bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch) {
     s->hiwater = hiwater;
     s->freebatch = freebatch;
     return true;
+}
+
+bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why) {
+    if (strcmp(name, "order") == 0)
+        return set_order(s, value > UINT32_MAX ? UINT32_MAX : static_cast<unsigned>(value), why);
+    if (strcmp(name, "hiwater") == 0 || strcmp(name, "freebatch") == 0) {
+        if (value > UINT32_MAX) {
+            *why = "the value is too large";
+            return false;
+        }
+        uint32_t v = static_cast<uint32_t>(value);
+        bool ok = name[0] == 'h' ? tune(s, v, s->freebatch) : tune(s, s->hiwater, v);
+        if (!ok) *why = "freebatch must be at least 1 and at most hiwater + 1";
+        return ok;
+    }
+    *why = "unknown tunable (SLQB has order, hiwater, freebatch)";
+    return false;
 }
 
 uint64_t frees_of(const slqb_list *l) {
@@ -430,6 +366,29 @@ bool set_order(slqb_cache *s, unsigned order, const char **why) {
     return set_slab_order(s, order, why);
 }
 
+void statistics(slqb_cache *s, design_stats *out) {
+    stats_totals t;
+    gather_stats(s, &t);
+    out->slabs = t.slabs;
+    out->objects = t.slabs * s->objects;
+    out->active_objects = t.active_objects;
+    out->queued_objects = t.queued;
+    static_assert(NR_STATS <= design_stats::kMaxCounters);
+    out->nr_counters = NR_STATS;
+    out->counter_names = kStatNames;
+    for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = t.counters[i];
+    out->nr_tunables = 3;
+    out->tunable_names[0] = "order";
+    out->tunables[0] = s->order;
+    out->tunable_names[1] = "hiwater";
+    out->tunables[1] = s->hiwater;
+    out->tunable_names[2] = "freebatch";
+    out->tunables[2] = s->freebatch;
+    // SLQB's /proc/slabinfo put hiwater and freebatch in the limit and batchcount columns.
+    out->slabinfo_tunables[0] = s->hiwater;
+    out->slabinfo_tunables[1] = s->freebatch;
+}
+
 void gather_stats(slqb_cache *s, stats_totals *out) {
     *out = stats_totals{};
     for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = s->shared_stats[i].get();
@@ -447,68 +406,26 @@ void gather_stats(slqb_cache *s, stats_totals *out) {
 
 // ---- fork ----------------------------------------------------------------------------------
 //
-// Before fork every SLQB lock is taken (boot lock, cache registry, then per cache: node list
-// locks, every list's page_lock, every list's inbox lock - the lock order), so the child finds
-// no structure half-changed under a lock; after it the parent unlocks and the child resets
-// them. Lock-free per-slot queues of threads that do not exist in the child stay with their
-// slots for the next thread to inherit; a queue count left off by a fork in the middle of a
-// push or pop is tolerated by the flushes, which stop at the queue's end.
+// The designs layer takes every design's locks before fork, in the lock order: SLQB's boot lock
+// (fork_boot, at platform::kForkRankSlabBoot: bootstrap allocates pages under it, so it ranks
+// before the slot registry), then, under the cache registry lock (kForkRankCaches, after the
+// slot registry, whose idle-slot flushes take them), each cache's node list locks, every list's
+// page_lock and every list's inbox lock (fork_cache). After fork the parent unlocks them and the
+// child resets them. Lock-free per-slot queues of threads that do not exist in the child stay
+// with their slots for the next thread to inherit; a queue count left off by a fork in the
+// middle of a push or pop is tolerated by the flushes, which stop at the queue's end.
 
-namespace {
-enum class fork_op { lock, unlock, reset };
-
-void apply(platform::mutex &m, fork_op op) {
-    switch (op) {
-    case fork_op::lock:
-        m.lock();
-        break;
-    case fork_op::unlock:
-        m.unlock();
-        break;
-    case fork_op::reset:
-        m.reset_after_fork();
-        break;
-    }
+void fork_boot(fork_op op) {
+    apply_fork_op(g_boot_lock, op);
 }
 
-void cache_locks(cache *c, void *arg) {
-    if (c->kind != design::slqb) return;
-    slqb_cache *s = static_cast<slqb_cache *>(c);
-    fork_op op = *static_cast<fork_op *>(arg);
+void fork_cache(slqb_cache *s, fork_op op) {
     for (unsigned n = 0; n < s->nr_nodes; ++n)
-        if (s->node_slab[n]) apply(s->node_slab[n]->list_lock, op);
-    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply(l->page_lock, op); });
-    for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply(l->inbox_lock, op); });
+        if (s->node_slab[n]) apply_fork_op(s->node_slab[n]->list_lock, op);
+    for_each_list(s,
+                  [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply_fork_op(l->page_lock, op); });
+    for_each_list(s,
+                  [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply_fork_op(l->inbox_lock, op); });
 }
-
-void fork_prepare() {
-    registry::lock().lock();
-    fork_op op = fork_op::lock;
-    registry::for_each_locked(cache_locks, &op);
-}
-
-void fork_parent() {
-    fork_op op = fork_op::unlock;
-    registry::for_each_locked(cache_locks, &op);
-    registry::lock().unlock();
-}
-
-void fork_child() {
-    fork_op op = fork_op::reset;
-    registry::for_each_locked(cache_locks, &op);
-    registry::lock().reset_after_fork();
-}
-
-__attribute__((constructor)) void install_fork_hooks() {
-    // The boot lock ranks before the slot registry (bootstrap allocates pages under it), the
-    // cache locks after it (idle-slot flushes take them under the registry lock).
-    if (!platform::add_fork_hooks({platform::kForkRankSlabBoot, [] { g_boot_lock.lock(); },
-                                   [] { g_boot_lock.unlock(); },
-                                   [] { g_boot_lock.reset_after_fork(); }}) ||
-        !platform::add_fork_hooks(
-            {platform::kForkRankCaches, fork_prepare, fork_parent, fork_child}))
-        platform::fatal("slabkit: cannot register SLQB's fork hooks\n");
-}
-} // namespace
 
 } // namespace slabkit::slqb

@@ -6,46 +6,6 @@
 
 namespace slabkit::slqb {
 
-namespace {
-// While a thread holds the slot registry lock (draining idle slots), the cache registry lock
-// (trimming every cache) or a node's list lock, its emptied slabs wait here until the lock is
-// dropped: page allocator work (zone locks, decommits, its own drain of idle slots, which would
-// find the registry lock taken and skip) stays outside those locks.
-constinit thread_local bool tls_defer SLABKIT_TLS = false;
-constinit thread_local page *tls_deferred SLABKIT_TLS = nullptr;
-} // namespace
-
-deferred_release::deferred_release() : outer_(tls_defer) {
-    tls_defer = true;
-}
-
-deferred_release::~deferred_release() {
-    if (outer_) return;
-    tls_defer = false;
-    release_chain chain;
-    chain.first = tls_deferred;
-    tls_deferred = nullptr;
-    release_slabs(chain);
-}
-
-void release_slabs(release_chain &chain) {
-    if (SLABKIT_UNLIKELY(tls_defer)) {
-        while (page *pg = chain.first) {
-            chain.first = pg->next;
-            pg->next = tls_deferred;
-            tls_deferred = pg;
-        }
-        return;
-    }
-    page_allocator &pa = page_allocator::global();
-    while (page *pg = chain.first) {
-        chain.first = pg->next;
-        unsigned order = pg->order();
-        clear_slab(pg);
-        pa.free(page_to_virt(pg), order);
-    }
-}
-
 void free_object_to_page(slqb_cache *s, slqb_list *l, page *pg, void *obj, release_chain &chain,
                          slqb_list *actor) {
     set_freepointer(s, obj, slab_freelist(pg));
@@ -225,6 +185,10 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
 
 void flush_free_list(slqb_cache *s, slqb_cpu *c) {
     flush_some(s, &c->list, c, s->freebatch);
+}
+
+void flush_node_batch(slqb_cache *s, slqb_list *l) {
+    flush_some(s, l, nullptr, s->freebatch);
 }
 
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c) {

@@ -1,6 +1,7 @@
 // slqb_internal.hpp - pieces shared by SLQB's slow paths (alloc, free, cache management).
 #pragma once
 
+#include "core/slab_release.hpp"
 #include "slqb/slqb.hpp"
 
 namespace slabkit::slqb {
@@ -9,31 +10,6 @@ namespace slabkit::slqb {
 inline slqb_list *list_of(const page *pg) {
     return reinterpret_cast<slqb_list *>(pg->priv[1]);
 }
-
-// Slabs emptied under a page_lock, released once the lock is dropped.
-struct release_chain {
-    page *first = nullptr;
-    void add(page *pg) {
-        pg->next = first;
-        first = pg;
-    }
-};
-// Gives the chain's slabs back to the page allocator (or, inside a deferred_release scope, when
-// the outermost scope ends).
-void release_slabs(release_chain &chain);
-// A scope in which emptied slabs are kept back: open it before taking the slot registry, the
-// cache registry lock for a trim, or a node's list lock, so that no page is freed while they
-// are held.
-class deferred_release {
-  public:
-    deferred_release();
-    ~deferred_release();
-    deferred_release(const deferred_release &) = delete;
-    deferred_release &operator=(const deferred_release &) = delete;
-
-  private:
-    bool outer_;
-};
 
 // Under l->page_lock: puts obj back on its slab's freelist; an emptied slab goes on `chain`,
 // a full slab gaining a free object rejoins the partial list. `actor` counts the events.
@@ -55,6 +31,9 @@ void flush_remote(slqb_cache *s, slqb_cpu *c);
 // Flushes every object of l's queue (objects of other lists' slabs go through c's outbox; c may
 // be null for a node list, whose queue only holds its own slabs' objects).
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c);
+// One batch (freebatch objects) from the hot end of node list l's queue back to its slabs (the
+// trimmer; the caller holds the node's list_lock).
+void flush_node_batch(slqb_cache *s, slqb_list *l);
 // Everything a slot holds for cache s: its inbox, its queue, its outbox.
 void flush_cpu(slqb_cache *s, slqb_cpu *c);
 // The trimmer's share: the inbox (flagged or not), one batch of the queue, the outbox.

@@ -1,5 +1,7 @@
 // SLQB internals: the queue, inbox and outbox flows, the synchronous remote path, node lists,
 // idle-slot trims, destroy with leaks, and the invariant checker after each phase.
+#include "core/trimmer.hpp"
+#include "designs/designs.hpp"
 #include "page/page_allocator.hpp"
 #include "slqb/slqb_internal.hpp"
 
@@ -37,7 +39,7 @@ class Slqb : public ::testing::Test {
     }
     void TearDown() override {
         for (slqb_cache *s : made_) {
-            trim_all();
+            designs::trim_all();
             EXPECT_TRUE(valid(s));
             destroy(s);
         }
@@ -81,7 +83,7 @@ TEST_F(Slqb, AllocFreeKeepsInvariants) {
     EXPECT_EQ(t.counters[FREE], 5000u);
     EXPECT_GT(t.counters[FLUSH_FREE_LIST], 0u);
     EXPECT_LE(t.queued, s->hiwater);
-    EXPECT_EQ(shrink(s), 0u);
+    EXPECT_EQ(designs::shrink(s), 0u);
     EXPECT_EQ(totals(s).queued, 0u);
 }
 
@@ -131,7 +133,7 @@ TEST_F(Slqb, OrderCanChangeOnlyWhileEmpty) {
     EXPECT_FALSE(set_order(s, 0, &why));
     EXPECT_NE(std::string(why).find("empty"), std::string::npos);
     free(s, p);
-    EXPECT_EQ(shrink(s), 0u);
+    EXPECT_EQ(designs::shrink(s), 0u);
     EXPECT_TRUE(set_order(s, 0, &why));
     EXPECT_FALSE(set_order(s, kMaxOrder + 1, &why));
     slqb_cache *big = make("slqb-order-big", 5000);
@@ -174,7 +176,7 @@ TEST_F(Slqb, TrimmerMakesLiveSlotsClaimUnflaggedInboxes) {
     uint64_t claims = totals(s).counters[CLAIM_REMOTE_LIST];
     void *a = alloc(s); // queue empty, inbox unflagged: served from the partial slab
     EXPECT_EQ(totals(s).counters[CLAIM_REMOTE_LIST], claims);
-    trim_idle_slots(true); // the trimmer runs: the next slow path claims the inbox anyway
+    trimmer::maybe_run(true); // the trimmer runs: the next slow path claims the inbox anyway
     void *b = alloc(s);
     EXPECT_EQ(totals(s).counters[CLAIM_REMOTE_LIST], claims + 1);
     EXPECT_EQ(me->list.inbox.count(), 0u);
@@ -192,7 +194,7 @@ TEST_F(Slqb, IdleSlotsAreDrainedByTrim) {
         for (void *p : objs) free(s, p);
     }).join();
     EXPECT_GT(totals(s).queued, 0u); // parked on the departed thread's slot
-    trim_all();
+    designs::trim_all();
     stats_totals t = totals(s);
     EXPECT_EQ(t.queued, 0u);
     EXPECT_EQ(t.slabs, 0u);
@@ -214,7 +216,34 @@ TEST_F(Slqb, ExplicitNodeAllocationsComeFromThatNode) {
     EXPECT_TRUE(valid(s));
     for (void *p : objs) free(s, p);
     EXPECT_TRUE(valid(s));
-    EXPECT_EQ(shrink(s), 0u);
+    EXPECT_EQ(designs::shrink(s), 0u);
+}
+
+// Objects of a node list's slabs that reach its inbox below freebatch (unflagged, so no
+// allocation claims them) keep their slab until the trimmer's share of the node lists (SLQB's
+// cache_trim_worker) claims the inbox and flushes a batch.
+TEST_F(Slqb, TrimmerGivesBackWhatNodeListInboxesHold) {
+    slqb_cache *s = make("slqb-node-trim", 64);
+    designs::trim_all();
+    const uint32_t k = s->freebatch / 2;
+    std::vector<void *> objs(k);
+    for (auto &p : objs) {
+        p = alloc_shared(s); // from the node list's slab (the caller's node)
+        ASSERT_NE(p, nullptr);
+    }
+    slqb_list *node_list = list_of(virt_to_head_page(objs[0]));
+    ASSERT_TRUE(node_list->is_node_list);
+    // Freed by this slot: its queue, then (a flush) its outbox, then the node list's inbox.
+    for (void *p : objs) free(s, p);
+    flush_cpu(s, s->cpu_slab[slots::current()].load());
+    EXPECT_EQ(node_list->inbox.count(), k);
+    EXPECT_FALSE(node_list->remote_free_check.load());
+    EXPECT_EQ(totals(s).slabs, (k + s->objects - 1) / s->objects);
+    EXPECT_TRUE(valid(s));
+    trim(s); // what the trimmer runs for every cache
+    EXPECT_EQ(node_list->inbox.count(), 0u);
+    EXPECT_EQ(totals(s).slabs, 0u);
+    EXPECT_TRUE(valid(s));
 }
 
 int g_ctor_calls = 0;
@@ -257,6 +286,47 @@ TEST(SlqbDestroy, LeakedObjectsAreReportedAndKept) {
     slqb_cache *again = create(cache_args{"slqb-leak", 32, 0, 0, nullptr}, &why);
     ASSERT_NE(again, nullptr);
     destroy(again);
+}
+
+// When no new slab can be had (here: the arena's limit is reached), an allocation takes what the
+// node lists hold before it fails (the kernel's try_remote). Runs in its own process with
+// SLABKIT_ARENA_MAX_MB=1024 (ctest: slqb_arena_limit).
+TEST(SlqbArenaLimit, AllocationFallsBackToTheNodeListsBeforeFailing) {
+    page_allocator &pa = page_allocator::global();
+    if (pa.settings().max_bytes != (uint64_t{1024} << 20))
+        GTEST_SKIP() << "runs under SLABKIT_ARENA_MAX_MB=1024 (ctest: slqb_arena_limit)";
+    const char *why = nullptr;
+    slqb_cache *s = create(cache_args{"slqb-try-remote", 64, 0, 0, nullptr}, &why);
+    ASSERT_NE(s, nullptr) << why;
+    // One object free on a node list's slab, none on this slot's.
+    void *held = alloc_shared(s);
+    ASSERT_NE(held, nullptr);
+    void *mine = alloc(s); // makes this slot's structure, and one slab of its own
+    ASSERT_NE(mine, nullptr);
+    // Fill this slot's slab, so that only the node list has free objects.
+    std::vector<void *> fill;
+    while (s->cpu_slab[slots::current()].load()->list.partial.first) fill.push_back(alloc(s));
+    // Every page of the arena handed out (none touched: only their descriptors).
+    std::vector<std::pair<void *, unsigned>> blocks;
+    for (int order = kMaxOrder; order >= 0; --order)
+        while (void *b = pa.alloc(static_cast<unsigned>(order)))
+            blocks.emplace_back(b, static_cast<unsigned>(order));
+    ASSERT_EQ(pa.alloc(0), nullptr);
+    uint64_t node_allocs = totals(s).counters[ALLOC];
+    void *p = alloc(s);
+    EXPECT_NE(p, nullptr) << "no object from the node list once no slab could be made";
+    if (p) {
+        EXPECT_EQ(list_of(virt_to_head_page(p)), list_of(virt_to_head_page(held)));
+        EXPECT_EQ(totals(s).counters[ALLOC], node_allocs + 1);
+    }
+    for (auto &b : blocks) pa.free(b.first, b.second);
+    if (p) free(s, p);
+    free(s, held);
+    free(s, mine);
+    for (void *q : fill) free(s, q);
+    designs::trim_all();
+    EXPECT_TRUE(valid(s));
+    destroy(s);
 }
 
 } // namespace

@@ -1,0 +1,121 @@
+// design.hpp - the design interface: what every design (SLQB, SLUB, ...) offers, stated once and
+// checked at compile time.
+//
+// A design is a folder under src/ with an interface type `<design>::ops` of static functions
+// (no objects, no virtual calls). designs/designs.hpp checks every design of the list
+// (core/design_list.hpp) against the concept below - a design that misses a part does not build -
+// and dispatches to them: a call on a cache switches on cache::kind and runs that design's inline
+// fast path, so there is no indirect call per object. Everything above the designs (the C API,
+// kmalloc, the malloc replacement, statistics, trims, fork hooks) is written once over it.
+//
+// What each part promises:
+//   bootstrap()          sets up the design's own bootstrap caches, once; every entry point that
+//                        needs them calls it (it may run before any constructor).
+//   create(args, why)    a new cache, or nullptr with *why set (bad arguments - see
+//                        cache_args_invalid -, a duplicate name, no memory).
+//   open_static(s, slots, args, why)
+//                        makes a static descriptor usable (kmalloc's caches): `slots` is the
+//                        design's per-slot storage (ops::slot_storage), static too; nothing is
+//                        allocated that could recurse into kmalloc.
+//   destroy(s)           the caller no longer uses s: flushes every slot, frees everything; leaked
+//                        objects are reported one by one and the cache's memory kept.
+//   flush_slot(s, slot, release)
+//                        gives back everything slot parks for s (the caller owns the slot, or it
+//                        is idle and visited); release: free the slot's structure if it is empty.
+//   reclaim(s)           shrink's share beyond the idle slots: the caller's slot and the cache's
+//                        shared lists; other live slots give theirs back at their next slow path.
+//                        Returns the slabs the cache still holds.
+//   trim(s)              the periodic trimmer's share of the cache's shared lists.
+//   tune(s, name, value, why), set_order(s, order, why)
+//                        the design's tunables by name ("order" included); false, *why set.
+//   statistics(s, out)   the figures of design_stats below.
+//   validate(s, buf, n)  checks the cache's invariants (quiescent cache); returns the number of
+//                        problems, the first ones described in buf.
+//   fork_boot(op), fork_cache(s, op)
+//                        take (lock), release (unlock) or reset (in the child) the design's
+//                        global locks (at platform::kForkRankSlabBoot) and one cache's locks (at
+//                        kForkRankCaches, under the cache registry lock), in the lock order.
+//   alloc(s, zero), alloc_fast(s), alloc_node(s, node, zero)
+//                        inline: one object (nullptr when memory is short or, for alloc_node, the
+//                        node does not exist); alloc_fast is the fast path alone (nullptr when it
+//                        cannot serve: the caller then calls alloc), for callers with their own
+//                        slow path (malloc).
+//   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
+//                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
+//   free_to_slab(s, pg, obj)
+//                        inline: frees obj, already checked to be an object start of slab page
+//                        pg of cache s (kfree's path).
+#pragma once
+
+#include "core/cache.hpp"
+#include "platform/lock.hpp"
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit {
+
+enum class fork_op : uint8_t { lock, unlock, reset };
+
+inline void apply_fork_op(platform::mutex &m, fork_op op) {
+    switch (op) {
+    case fork_op::lock:
+        m.lock();
+        break;
+    case fork_op::unlock:
+        m.unlock();
+        break;
+    case fork_op::reset:
+        m.reset_after_fork();
+        break;
+    }
+}
+
+// One cache's figures, as a design reports them.
+struct design_stats {
+    uint64_t slabs = 0;          // held now
+    uint64_t objects = 0;        // their objects, free or not
+    uint64_t active_objects = 0; // as the design's /proc/slabinfo counted them (see its docs)
+    uint64_t queued_objects = 0; // of those, free objects parked per slot (or per list)
+    static constexpr unsigned kMaxCounters = 24;
+    unsigned nr_counters = 0;
+    const char *const *counter_names = nullptr;
+    uint64_t counters[kMaxCounters] = {};
+    // The tunables slabkit_cache_tune accepts, with their values now.
+    static constexpr unsigned kMaxTunables = 4;
+    unsigned nr_tunables = 0;
+    const char *tunable_names[kMaxTunables] = {};
+    uint64_t tunables[kMaxTunables] = {};
+    // The "tunables <limit> <batchcount> <sharedfactor>" columns of /proc/slabinfo.
+    uint64_t slabinfo_tunables[3] = {};
+};
+
+template <class D>
+concept slab_design = std::derived_from<typename D::cache_type, cache> &&
+    requires(typename D::cache_type *s, typename D::slot_storage *slots, const cache_args &args,
+             const char **why, page *pg, void *obj, unsigned u, int node, bool flag,
+             unsigned long value, const char *text, char *buf, size_t len, design_stats *st,
+             fork_op op) {
+    { D::kind } -> std::convertible_to<design>;
+    { D::bootstrap() } -> std::same_as<void>;
+    { D::create(args, why) } -> std::same_as<typename D::cache_type *>;
+    { D::open_static(s, slots, args, why) } -> std::same_as<bool>;
+    { D::destroy(s) } -> std::same_as<void>;
+    { D::flush_slot(s, u, flag) } -> std::same_as<void>;
+    { D::reclaim(s) } -> std::same_as<size_t>;
+    { D::trim(s) } -> std::same_as<void>;
+    { D::tune(s, text, value, why) } -> std::same_as<bool>;
+    { D::set_order(s, u, why) } -> std::same_as<bool>;
+    { D::statistics(s, st) } -> std::same_as<void>;
+    { D::validate(s, buf, len) } -> std::same_as<unsigned>;
+    { D::fork_boot(op) } -> std::same_as<void>;
+    { D::fork_cache(s, op) } -> std::same_as<void>;
+    { D::alloc(s, flag) } -> std::same_as<void *>;
+    { D::alloc_fast(s) } -> std::same_as<void *>;
+    { D::alloc_node(s, node, flag) } -> std::same_as<void *>;
+    { D::free(s, obj) } -> std::same_as<void>;
+    { D::free_to_slab(s, pg, obj) } -> std::same_as<void>;
+};
+
+} // namespace slabkit

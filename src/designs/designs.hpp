@@ -1,0 +1,63 @@
+// designs.hpp - the designs of this build behind one interface: the dispatch every layer above
+// the designs goes through (kmalloc, the C API, the malloc replacement, statistics).
+//
+// Each design's `ops` is checked against the design interface (core/design.hpp) here, so a
+// design that misses a part does not build. visit() calls a function with the interface type of
+// a design, or of a cache's design: a switch on the design, whose every case is the design's
+// inline code - one predictable branch, never an indirect call per object.
+#pragma once
+
+#include "core/design.hpp"
+#include "core/design_list.hpp"
+#include "slqb/slqb.hpp"
+
+#include <cstddef>
+
+namespace slabkit::designs {
+
+#define SLABKIT_DESIGN_CHECK(name)                                                                 \
+    static_assert(slab_design<name::ops>,                                                          \
+                  #name "::ops misses a part of the design interface (core/design.hpp)");          \
+    static_assert(name::ops::kind == design::name, #name "::ops::kind is not design::" #name);
+SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_CHECK)
+#undef SLABKIT_DESIGN_CHECK
+
+// f(ops) for design d's interface type (e.g. slqb::ops), returning what f returns.
+template <class F>
+SLABKIT_ALWAYS_INLINE decltype(auto) visit(design d, F &&f) {
+    switch (d) {
+#define SLABKIT_DESIGN_CASE(name)                                                                  \
+    case design::name:                                                                             \
+        return f(name::ops{});
+        SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_CASE)
+#undef SLABKIT_DESIGN_CASE
+    }
+    __builtin_unreachable();
+}
+
+// f(ops, s) with s the cache as its design's descriptor type (e.g. slqb::slqb_cache *).
+template <class F>
+SLABKIT_ALWAYS_INLINE decltype(auto) visit(cache *c, F &&f) {
+    return visit(c->kind, [&](auto ops) -> decltype(auto) {
+        using D = decltype(ops);
+        return f(ops, static_cast<typename D::cache_type *>(c));
+    });
+}
+
+// Sets up every design's bootstrap caches (once each).
+void bootstrap_all();
+// A cache of design d; nullptr with *why set when it cannot be made.
+cache *create(design d, const cache_args &args, const char **why);
+// Destroys a cache (nullptr: nothing); see slab_design's destroy.
+void destroy(cache *c);
+// Flushes the idle slots' and the caller's parked objects back to their slabs, then the
+// design's shared lists (reclaim); other live slots give theirs back at their next slow path.
+// Returns the slabs the cache still holds.
+size_t shrink(cache *c);
+// The figures of one cache.
+void statistics(cache *c, design_stats *out);
+// slabkit_trim's slab part: every cache of every design gives back what the caller's and the
+// idle slots park, and what their shared lists hold; idle slots' emptied structures are freed.
+void trim_all();
+
+} // namespace slabkit::designs
