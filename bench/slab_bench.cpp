@@ -4,6 +4,7 @@
 //   cache    slabkit's kmem_cache API: slabkit_cache_create(size) once, then
 //            slabkit_cache_alloc / slabkit_cache_free
 //   kmalloc  slabkit_kmalloc(size) / slabkit_kfree
+//            (both in the process's design: SLABKIT_ALLOCATOR, default slqb)
 //   malloc   the process's malloc / free: glibc, or jemalloc, tcmalloc, mimalloc or slabkit's
 //            libslabkit-malloc.so when the process runs with LD_PRELOAD of one of them
 //            (bench/slab_ratios.py does that)
@@ -28,9 +29,13 @@
 //                                      is NAME: glibc, jemalloc, tcmalloc, mimalloc or
 //                                      slabkit (libslabkit-malloc.so)
 //   --which_malloc                     print the process's malloc and the file it comes from
-// The process's malloc is also written into the JSON output's context ("malloc",
-// "malloc_from"). bench/slab_ratios.py runs this binary once for slabkit and glibc and once per
-// preloaded peer, and prints the table.
+//   --list_designs                     print the designs this build has (slabkit_designs(),
+//                                      separated by spaces), e.g. "slqb", and exit
+// The process's malloc and slabkit design are also written into the JSON output's context
+// ("malloc", "malloc_from", "slabkit_allocator", "slabkit_designs"). bench/slab_ratios.py runs
+// this binary once per design (SLABKIT_ALLOCATOR=<design>) for the cache and kmalloc interfaces
+// and glibc's malloc, and once per preloaded malloc (each design's libslabkit-malloc.so and each
+// peer), and prints the tables.
 #include <slabkit/slabkit.h>
 
 #include <benchmark/benchmark.h>
@@ -368,6 +373,7 @@ struct options {
     std::vector<size_t> sizes{32, 64, 256, 1024};
     std::string expect_malloc;
     bool which_malloc = false;
+    bool list_designs = false;
 };
 
 std::vector<std::string> split(std::string_view list) {
@@ -416,6 +422,8 @@ options parse_options(int &argc, char **argv) {
             opts.expect_malloc = value("--expect_malloc=");
         } else if (arg == "--which_malloc") {
             opts.which_malloc = true;
+        } else if (arg == "--list_designs") {
+            opts.list_designs = true;
         } else {
             argv[kept++] = argv[i];
         }
@@ -473,6 +481,10 @@ void register_all(const options &opts) {
 
 int main(int argc, char **argv) {
     const options opts = parse_options(argc, argv);
+    if (opts.list_designs) {
+        std::printf("%s\n", slabkit_designs());
+        return 0;
+    }
     const malloc_identity id = identify_malloc();
     if (opts.which_malloc) {
         std::printf("%s %s\n", id.name.c_str(), id.from.c_str());
@@ -487,6 +499,10 @@ int main(int argc, char **argv) {
     }
     benchmark::AddCustomContext("malloc", id.name);
     benchmark::AddCustomContext("malloc_from", id.from);
+    // The design of the cache and kmalloc interfaces (and of slabkit's malloc when it is the
+    // preloaded one: it reads the same SLABKIT_ALLOCATOR).
+    benchmark::AddCustomContext("slabkit_allocator", slabkit_allocator());
+    benchmark::AddCustomContext("slabkit_designs", slabkit_designs());
     register_all(opts);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
