@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kbuild-like benchmark: compiles a set of this project's own translation units with g++, once
 under slabkit's malloc replacement (LD_PRELOAD=libslabkit-malloc.so, one run per design picked
-with SLABKIT_ALLOCATOR) and once under each of glibc malloc (no preload), jemalloc, tcmalloc and
+with SLABKIT_ALLOCATOR: by default every design the library has) and once under each of glibc malloc (no preload), jemalloc, tcmalloc and
 mimalloc, and prints the wall time of the whole set and the peak RSS of the compiler processes
 as markdown tables, with the ratios to glibc and to the best peer and a PASS/MISS line per
 target of the malloc replacement issue.
@@ -36,6 +36,10 @@ glibc. slabkit's library missing or failing its check, a failed compile, or an o
 differs from glibc's is an error: the allocator, the file and a command that reproduces it are
 printed, and the exit status is 1 (the other allocators are still measured). So is a run that
 takes more than 10 times the warm-up (at least 120 s): its compilers are killed, as hung.
+
+The designs (--designs) default to every design of --library: what its slabkit_designs()
+returns, asked in a tiny Python process with the library preloaded (a library older than that
+function has the one design slqb).
 
 The tables go to stdout; progress to stderr.
 """
@@ -143,9 +147,10 @@ def parse_args():
                     help="compilers running at once, as make -jN (default: %(default)s)")
     ap.add_argument("--allocators", default=",".join(PEERS),
                     help="the peers, comma-separated (default: %(default)s)")
-    ap.add_argument("--designs", default="slqb",
+    ap.add_argument("--designs", default=None,
                     help="slabkit designs to preload, each run with SLABKIT_ALLOCATOR=<design>; "
-                         "'' for none (default: %(default)s)")
+                         "'' for none (default: every design of --library, as its "
+                         "slabkit_designs() lists them)")
     ap.add_argument("--library", default=DEFAULT_LIBRARY,
                     help="slabkit's malloc replacement (default: %(default)s)")
     ap.add_argument("--stat", choices=("avg", "median", "min"), default="avg",
@@ -165,11 +170,46 @@ def parse_args():
     for a in args.allocators:
         if a not in PEERS:
             ap.error(f"unknown allocator {a!r} (known: {', '.join(PEERS)})")
-    args.designs = [d for d in args.designs.split(",") if d]
+    args.library = os.path.abspath(args.library)
+    if args.designs is None:
+        args.designs = library_designs(args.library)
+    else:
+        args.designs = [d for d in args.designs.split(",") if d]
+        if len(set(args.designs)) != len(args.designs):
+            ap.error("--designs names a design twice")
     if not args.allocators and not args.designs:
         ap.error("nothing to measure")
-    args.library = os.path.abspath(args.library)
     return args
+
+
+# Run in a tiny Python process with the library preloaded: prints its slabkit_designs().
+DESIGNS = r"""
+import ctypes
+designs = ctypes.CDLL(None).slabkit_designs
+designs.restype = ctypes.c_char_p
+print(designs().decode())
+"""
+OLD_DESIGNS = ["slqb"]  # the designs of a library older than slabkit_designs()
+
+
+def library_designs(library):
+    """The designs slabkit's malloc replacement has. When the library is not there (or does not
+    load), slqb: its run then reports the library as an error."""
+    if not os.path.exists(library):
+        return list(OLD_DESIGNS)
+    env = base_env()
+    env["LD_PRELOAD"] = library
+    try:
+        done = subprocess.run(["/usr/bin/python3", "-c", DESIGNS], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        log(f"kbuild: cannot ask {library} for its designs ({err}): measuring slqb")
+        return list(OLD_DESIGNS)
+    designs = done.stdout.split()
+    if done.returncode != 0 or not designs:
+        log(f"kbuild: {library} does not list its designs (an older build?): measuring slqb")
+        return list(OLD_DESIGNS)
+    return designs
 
 
 def log(msg):
