@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The main job: builds slabkit (release) and runs the benchmark comparison, in three parts:
-#   1. slabkit's SLQB object allocator (kmem_cache API, kmalloc and the preloaded malloc
-#      replacement) side by side with glibc malloc, jemalloc, tcmalloc and mimalloc
-#      (bench/slab_ratios.py; docs/benchmarks.md);
+#   1. slabkit's object allocators, every design the build has (SLQB, ...: each one's kmem_cache
+#      API, kmalloc and preloaded malloc replacement) side by side with glibc malloc, jemalloc,
+#      tcmalloc and mimalloc (bench/slab_ratios.py; docs/benchmarks.md);
 #   2. the page allocator against mmap/munmap and glibc malloc (bench/page_ratios.py);
 #   3. kbuild-like: g++ compiling a set of this project's sources under slabkit's malloc
-#      replacement and under each of those mallocs, wall time and peak RSS (bench/kbuild.py).
-# Quick by default (about 3 minutes on 2 CPUs); --full: longer runs, 3 rounds, medians, and the
-# full kbuild set over 5 rounds (10 to 15 minutes). --no-pages skips part 2, --no-kbuild part 3.
+#      replacement (each design) and under each of those mallocs, wall time and peak RSS
+#      (bench/kbuild.py).
+# Both scripts measure every design of the build by default, so nothing here names a design.
+# Quick by default (about 3 minutes on 2 CPUs for one design, about 25 s more per further
+# design); --full: longer runs, 3 rounds, medians, and the full kbuild set over 5 rounds (10 to
+# 15 minutes for one design, 2 to 3 minutes more per further design). --no-pages skips part 2,
+# --no-kbuild part 3.
 # Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +30,7 @@ scripts/deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target slab_bench page_bench slabkit_malloc
 status=0
-echo "== 1. Object allocator: slabkit SLQB (cache, kmalloc, malloc) vs glibc, jemalloc, tcmalloc, mimalloc =="
+echo "== 1. Object allocators: slabkit, every design (cache, kmalloc, malloc) vs glibc, jemalloc, tcmalloc, mimalloc =="
 echo
 /usr/bin/python3 bench/slab_ratios.py --binary build/release/bench/slab_bench $mode || status=$?
 if [ "$pages" = 1 ]; then
@@ -37,7 +41,7 @@ if [ "$pages" = 1 ]; then
 fi
 if [ "$kbuild" = 1 ]; then
   echo
-  echo "== 3. kbuild-like: g++ under slabkit's malloc vs glibc, jemalloc, tcmalloc, mimalloc =="
+  echo "== 3. kbuild-like: g++ under slabkit's malloc (every design) vs glibc, jemalloc, tcmalloc, mimalloc =="
   echo
   /usr/bin/python3 bench/kbuild.py --library build/release/libslabkit-malloc.so $mode \
     || status=$?
