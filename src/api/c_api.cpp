@@ -159,7 +159,7 @@ size_t slabkit_ksize(const void *p) {
 }
 
 size_t slabkit_cache_count(void) {
-    designs::bootstrap_all();
+    designs::bootstrap_process_design();
     return registry::count();
 }
 

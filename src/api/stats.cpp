@@ -113,7 +113,7 @@ __attribute__((destructor)) void print_stats_at_exit() {
 
 void api::gather_heap_totals(heap_totals *out) {
     *out = heap_totals{};
-    designs::bootstrap_all();
+    designs::bootstrap_process_design();
     registry::for_each(
         [](cache *c, void *arg) {
             auto *t = static_cast<heap_totals *>(arg);
@@ -142,7 +142,7 @@ void api::gather_heap_totals(heap_totals *out) {
 }
 
 void api::print_stats(int fd) {
-    designs::bootstrap_all();
+    designs::bootstrap_process_design();
     char line[512];
     {
         text_out out{line, sizeof line};
@@ -183,7 +183,7 @@ void api::print_stats(int fd) {
 extern "C" {
 
 size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
-    designs::bootstrap_all();
+    designs::bootstrap_process_design();
     stats_walk walk{out, max, 0};
     registry::for_each(
         [](cache *c, void *arg) {
@@ -202,7 +202,7 @@ void slabkit_get_cache_stats(const slabkit_cache *c, struct slabkit_cache_stats 
 }
 
 size_t slabkit_slabinfo(char *buf, size_t size) {
-    designs::bootstrap_all();
+    designs::bootstrap_process_design();
     text_out out{buf, size};
     if (size) buf[0] = '\0';
     slabinfo_header(out);

@@ -44,6 +44,13 @@ const char *design_names() {
     return kDesignNamesJoined + 1; // past the leading space
 }
 
+void internal_cache_name(design d, const char *base, char *buf, size_t size) {
+    if (d == process_design())
+        snprintf(buf, size, "%s", base);
+    else
+        snprintf(buf, size, "%s-%s", design_name(d), base);
+}
+
 bool parse_design(const char *name, design *out) {
     if (!name) return false;
     for (unsigned i = 0; i < kNrDesigns; ++i) {
@@ -278,6 +285,12 @@ bool add(cache *c, const char **why) {
     g_caches.push_back(c);
     c->registered = true;
     return true;
+}
+
+void add_internal(cache *c) {
+    platform::lock_guard guard(g_registry_lock);
+    g_caches.push_back(c);
+    c->registered = true;
 }
 
 void remove(cache *c) {

@@ -43,6 +43,10 @@ namespace slabkit {
 const char *design_name(design d);
 // The names of every design, separated by spaces ("slqb slub").
 const char *design_names();
+// The name of one of design d's own caches (bootstrap caches, kmalloc's): `base` for the
+// process's design, "<design>-<base>" for the others, so that several designs' caches can live
+// side by side under distinct names.
+void internal_cache_name(design d, const char *base, char *buf, size_t size);
 // Parses a design name; false when unknown.
 bool parse_design(const char *name, design *out);
 
@@ -260,6 +264,9 @@ namespace registry {
 platform::mutex &lock();
 // Adds c (name must be unique among live caches): false, with *why set, if the name is taken.
 bool add(cache *c, const char **why);
+// Adds one of a design's own caches (bootstrap, kmalloc): always, even if a user's cache took
+// its name first - the allocator must not fail because of a name.
+void add_internal(cache *c);
 void remove(cache *c);
 // Under the registry lock: fn(c, arg) for every live cache in creation order.
 void for_each(void (*fn)(cache *c, void *arg), void *arg);

@@ -2,6 +2,7 @@
 #include "core/slab_release.hpp"
 
 #include "core/cache.hpp"
+#include "core/slot_array.hpp"
 #include "page/page_allocator.hpp"
 
 namespace slabkit {
@@ -40,6 +41,14 @@ void release_slabs(release_chain &chain) {
         clear_slab(pg);
         pa.free(page_to_virt(pg), order);
     }
+}
+
+void *alloc_slot_array_block() {
+    return page_allocator::global().alloc(kSlotArrayOrder, kAnyNode, kZero);
+}
+
+void free_slot_array(void *array) {
+    page_allocator::global().free(array, kSlotArrayOrder);
 }
 
 } // namespace slabkit

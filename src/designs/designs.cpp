@@ -9,10 +9,8 @@
 
 namespace slabkit::designs {
 
-void bootstrap_all() {
-#define SLABKIT_DESIGN_BOOT(name) name::ops::bootstrap();
-    SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_BOOT)
-#undef SLABKIT_DESIGN_BOOT
+void bootstrap_process_design() {
+    visit(process_design(), [](auto ops) { ops.bootstrap(); });
 }
 
 cache *create(design d, const cache_args &args, const char **why) {
@@ -84,12 +82,12 @@ size_t shrink(cache *c) {
                 },
                 s);
         }
-        return ops.reclaim(s);
+        return ops.reclaim(s) << s->order;
     });
 }
 
 void trim_all() {
-    bootstrap_all();
+    bootstrap_process_design();
     // The idle slots of every cache first (slot registry, then cache registry: the lock order),
     // then the caller's slot and each cache's shared lists under the cache registry lock, so no
     // cache is destroyed meanwhile. An idle slot's structure can only be freed once nothing

@@ -10,6 +10,7 @@
 #include "core/design.hpp"
 #include "core/design_list.hpp"
 #include "slqb/slqb.hpp"
+#include "slub/slub.hpp"
 
 #include <cstddef>
 
@@ -44,15 +45,16 @@ SLABKIT_ALWAYS_INLINE decltype(auto) visit(cache *c, F &&f) {
     });
 }
 
-// Sets up every design's bootstrap caches (once each).
-void bootstrap_all();
+// Sets up the process design's bootstrap caches (once; other designs set up theirs when their
+// first cache is made).
+void bootstrap_process_design();
 // A cache of design d; nullptr with *why set when it cannot be made.
 cache *create(design d, const cache_args &args, const char **why);
 // Destroys a cache (nullptr: nothing); see slab_design's destroy.
 void destroy(cache *c);
 // Flushes the idle slots' and the caller's parked objects back to their slabs, then the
 // design's shared lists (reclaim); other live slots give theirs back at their next slow path.
-// Returns the slabs the cache still holds.
+// Returns the pages the cache's slabs still hold.
 size_t shrink(cache *c);
 // The figures of one cache.
 void statistics(cache *c, design_stats *out);

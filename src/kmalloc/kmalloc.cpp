@@ -13,16 +13,10 @@
 namespace slabkit::kmalloc {
 
 namespace detail {
-// One set per design (zero until a class is opened: the per-slot storage costs no memory until
-// slots use it).
-#define SLABKIT_DESIGN_CLASSES(name)                                                               \
-    template <>                                                                                    \
-    class_set<name::ops> g_classes<name::ops>{};
-SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_CLASSES)
-#undef SLABKIT_DESIGN_CLASSES
+all_classes g_classes;
 } // namespace detail
 
-using detail::g_classes;
+using detail::classes_of;
 
 namespace {
 constexpr size_t kClassSizes[kNrClasses] = {8,   16,  32,   64,   96,   128, 192,
@@ -39,24 +33,13 @@ size_t class_align(size_t size) {
     return 16;
 }
 
-// The name of class i in design d: "kmalloc-64" in the process's design, "kmalloc-64" too in
-// the other designs unless the process's design already has that name - names are unique among
-// live caches, so the other designs' classes are "<design>-kmalloc-64".
-void class_name(design d, unsigned i, char *buf, size_t size) {
-    if (d == process_design())
-        snprintf(buf, size, "%s", kClassNames[i]);
-    else
-        snprintf(buf, size, "%s-%s", design_name(d), kClassNames[i]);
-}
-
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
-    designs::bootstrap_all();
     platform::lock_guard guard(g_open_lock);
     return designs::visit(d, [&](auto ops) -> cache * {
-        auto &set = g_classes<decltype(ops)>;
+        auto &set = classes_of<decltype(ops)>();
         if (set.open[i].load(std::memory_order_relaxed)) return &set.caches[i];
         char name[kNameMax];
-        class_name(d, i, name, sizeof name);
+        internal_cache_name(d, kClassNames[i], name, sizeof name);
         const char *why = nullptr;
         cache_args args{name, kClassSizes[i], class_align(kClassSizes[i]), 0, nullptr};
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
@@ -90,7 +73,7 @@ size_t class_size(unsigned i) {
 
 cache *cache_for(design d, unsigned i) {
     cache *c = designs::visit(d, [&](auto ops) -> cache * {
-        auto &set = g_classes<decltype(ops)>;
+        auto &set = classes_of<decltype(ops)>();
         return set.open[i].load(std::memory_order_acquire) ? &set.caches[i] : nullptr;
     });
     return c ? c : open_class(d, i);

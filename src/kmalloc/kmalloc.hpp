@@ -41,8 +41,24 @@ struct class_set {
     std::atomic<bool> open[kNrClasses];
     typename D::slot_storage slots[kNrClasses];
 };
+// Every design's set, one static object (zero until classes are opened: the per-slot storage
+// costs no memory until slots use it).
+struct all_classes {
+#define SLABKIT_DESIGN_SET(name) class_set<name::ops> name;
+    SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_SET)
+#undef SLABKIT_DESIGN_SET
+};
+extern SLABKIT_HIDDEN all_classes g_classes;
+// The set of design D.
 template <class D>
-extern SLABKIT_HIDDEN class_set<D> g_classes;
+class_set<D> &classes_of();
+#define SLABKIT_DESIGN_SET_OF(name)                                                                \
+    template <>                                                                                    \
+    SLABKIT_ALWAYS_INLINE class_set<name::ops> &classes_of<name::ops>() {                          \
+        return g_classes.name;                                                                     \
+    }
+SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_SET_OF)
+#undef SLABKIT_DESIGN_SET_OF
 // Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
 // node, a class not opened yet; and frees the fast check did not accept.
 void *alloc_slow(design d, size_t size, bool zero, int node);
@@ -67,7 +83,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         unsigned i = class_of(size);
         void *p = designs::visit(d, [&](auto ops) -> void * {
-            auto &set = detail::g_classes<decltype(ops)>;
+            auto &set = detail::classes_of<decltype(ops)>();
             if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
                 return ops.alloc(&set.caches[i], zero);
             return detail::alloc_slow(d, size, zero, node);
@@ -85,7 +101,7 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = class_of(size);
         return designs::visit(d, [&](auto ops) -> void * {
-            auto &set = detail::g_classes<decltype(ops)>;
+            auto &set = detail::classes_of<decltype(ops)>();
             if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
                 return ops.alloc_fast(&set.caches[i]);
             return nullptr;

@@ -1,6 +1,7 @@
 // slqb_cache.cpp - SLQB cache management: the static bootstrap, create, destroy, shrink, trims,
 // tunables and statistics.
 #include "core/report.hpp"
+#include "core/slot_array.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 #include "slqb/slqb_internal.hpp"
@@ -30,11 +31,6 @@ const char *const kStatNames[NR_STATS] = {
 // SLQB's order policy: order 0 unless that wastes more than 25% (then order 1), else the
 // smallest order that holds an object.
 static constexpr order_policy kPolicy{0, 1, 4, 1};
-
-// The per-slot pointer array of a created cache: kMaxSlots + 1 pointers, just over 8 KiB, so an
-// order-2 block; only the pages a slot touches become resident (the last entry's page is read,
-// never written).
-static constexpr unsigned kCpuSlabOrder = 2;
 
 // ---- the bootstrap: three caches whose own structures are static ---------------------------
 //
@@ -94,7 +90,9 @@ void bootstrap() {
     if (g_booted.load(std::memory_order_relaxed)) return;
     for (unsigned m = 0; m < kNrMeta; ++m) {
         slqb_cache *s = &g_meta[m];
-        setup_common(s, cache_args{kMetaNames[m], kMetaSizes[m], kCacheLine, 0, nullptr});
+        char name[kNameMax];
+        internal_cache_name(design::slqb, kMetaNames[m], name, sizeof name);
+        setup_common(s, cache_args{name, kMetaSizes[m], kCacheLine, 0, nullptr});
         s->meta = true;
         // Per-slot structures come from g_meta_cpus when a slot first uses the cache
         // (get_cpu): set up all 1024 here, they would make 1.2 MiB resident in every process.
@@ -103,7 +101,7 @@ void bootstrap() {
             init_list(&g_meta_nodes[m][n].list, s, n, true);
             s->node_slab[n] = &g_meta_nodes[m][n];
         }
-        registry::add(s, nullptr);
+        registry::add_internal(s);
     }
     g_booted.store(true, std::memory_order_release);
 }
@@ -136,7 +134,7 @@ static void free_structures(slqb_cache *s) {
         free_shared(&node_cache(), s->node_slab[n]);
         s->node_slab[n] = nullptr;
     }
-    page_allocator::global().free(s->cpu_slab, kCpuSlabOrder);
+    free_slot_array(s->cpu_slab);
     s->cpu_slab = nullptr;
 }
 
@@ -153,7 +151,8 @@ bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &args, con
         if (why) *why = "out of memory for the per-node structures";
         return false;
     }
-    return registry::add(s, why);
+    registry::add_internal(s);
+    return true;
 }
 
 slqb_cache *create(const cache_args &args, const char **why) {
@@ -169,10 +168,7 @@ slqb_cache *create(const cache_args &args, const char **why) {
     }
     slqb_cache *s = new (mem) slqb_cache();
     setup_common(s, args);
-    static_assert((kMaxSlots + 1) * sizeof(void *) <= kPageSize << kCpuSlabOrder,
-                  "the per-slot pointer array fits its block");
-    s->cpu_slab = static_cast<std::atomic<slqb_cpu *> *>(
-        page_allocator::global().alloc(kCpuSlabOrder, kAnyNode, kZero));
+    s->cpu_slab = alloc_slot_array<slqb_cpu>();
     if (!s->cpu_slab || !make_nodes(s)) {
         if (why) *why = "out of memory for the per-slot and per-node structures";
         if (s->cpu_slab) free_structures(s);

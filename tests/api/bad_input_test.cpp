@@ -226,6 +226,7 @@ class ContinueOnError : public DesignTest {
     void SetUp() override {
         if (!continue_on_error_set())
             GTEST_SKIP() << "runs under SLABKIT_CONTINUE_ON_ERROR=1 (ctest: api_continue_on_error)";
+        DesignTest::SetUp();
     }
 };
 

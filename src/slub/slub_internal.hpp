@@ -1,0 +1,82 @@
+// slub_internal.hpp - pieces shared by SLUB's slow paths (alloc, free, cache management).
+#pragma once
+
+#include "core/slab_release.hpp"
+#include "slub/slub.hpp"
+
+namespace slabkit::slub {
+
+// A slab's {freelist, counters} as one compare-and-swap reads and writes them.
+struct freelist_counters {
+    void *freelist;
+    counters cnt;
+};
+
+// The pair as it is now. The freelist head is read with acquire, so that a reader that then
+// follows the objects' free pointers sees what the freeing thread wrote before its swap.
+SLABKIT_ALWAYS_INLINE freelist_counters read_pair(const page *pg) {
+    void *fl = reinterpret_cast<void *>(load_word_acquire(&pg->priv[0]));
+    return {fl, counters{load_word(&pg->priv[1])}};
+}
+
+// Replaces the pair if it still holds `old`; false otherwise (the caller rereads and retries).
+SLABKIT_ALWAYS_INLINE bool update_pair(page *pg, const freelist_counters &old, void *freelist,
+                                       counters cnt) {
+    return dwcas(pg->priv, reinterpret_cast<uintptr_t>(old.freelist), old.cnt.word,
+                 reinterpret_cast<uintptr_t>(freelist), cnt.word);
+}
+
+// Counting: on the slot's structure (one writer) or, without one, on the cache's shared
+// counters (atomic adds).
+SLABKIT_ALWAYS_INLINE void count(slub_cache *s, slub_cpu *c, stat_item item, uint64_t n = 1) {
+    if (c)
+        c->stats[item].add(n);
+    else
+        s->shared_stats[item].add_shared(n);
+}
+
+inline slub_node *node_of(slub_cache *s, const page *pg) {
+    return s->node_slab[page_to_nid(pg) % s->nr_nodes];
+}
+
+// Node partial lists, under n->list_lock; aux bit 0 marks a slab on its node's partial list.
+inline constexpr uint32_t kOnPartial = 1;
+enum class list_end { head, tail };
+void add_partial(slub_node *n, page *pg, list_end where);
+void remove_partial(slub_node *n, page *pg);
+
+// A new slab for the cache from the page allocator on `node` (kAnyNode: the caller's), its
+// objects linked in address order, unfrozen and on no list; counted in its node's totals.
+page *new_slab(slub_cache *s, int node);
+// A slab whose last object came back (inuse 0, unfrozen, on no list): uncounted from its node
+// and put on `chain` to go back to the page allocator once no lock is held.
+void discard_slab(slub_cache *s, page *pg, release_chain &chain);
+
+// The slot's structure for s, made on first use; nullptr for a bootstrap cache or when memory
+// is short.
+slub_cpu *get_cpu(slub_cache *s, unsigned slot);
+
+// Deactivates a slot's current slab: the objects of `freelist` (the slot's) go back onto the
+// slab's freelist and the slab is unfrozen - freed if empty and its node has min_partial
+// partial slabs, onto the node's partial list if it has free objects, else on no list (full).
+// c (may be null: a slab being dropped by a thread without a slot) is counted and its freelist
+// length adjusted.
+void deactivate_slab(slub_cache *s, slub_cpu *c, page *pg, void *freelist);
+// Unfreezes every slab of a partial chain onto its node's partial list (or frees it, empty,
+// when its node already has min_partial partial slabs).
+void unfreeze_partials(slub_cache *s, slub_cpu *c, page *chain);
+// Puts frozen slab pg on c's partial chain; `drain`: if the chain is already at
+// cpu_partial_slabs, it goes to the node lists first (the free path; get_partial does not).
+void put_cpu_partial(slub_cache *s, slub_cpu *c, page *pg, bool drain);
+// The slot's whole share: its current slab and freelist, then its partial chain.
+void flush_cpu(slub_cache *s, slub_cpu *c);
+
+// The length of c's freelist (exact when its owner is not using it: see slub_cpu::slow_delta).
+uint64_t freelist_length(const slub_cpu *c);
+
+// The bootstrap caches (static).
+slub_cache &cache_cache();
+slub_cache &cpu_cache();
+slub_cache &node_cache();
+
+} // namespace slabkit::slub
