@@ -1,7 +1,10 @@
 // slabkit.hpp - C++ adaptors over slabkit's C API (header-only, C++17 or later).
 //
 //   slabkit::cache<T>           a typed object cache that owns a slabkit_cache: create() builds a
-//                               T in an object of the cache, destroy() runs ~T and frees it.
+//                               T in an object of the cache, destroy() runs ~T and frees it. In
+//                               the process's design, or in a design named by a tag
+//                               (slabkit::slqb_design, slabkit::slub_design) so that one
+//                               program can hold caches of every design.
 //   slabkit::allocator<T>       a standard allocator over kmalloc (containers: vector, map, ...).
 //   slabkit::memory_resource    a std::pmr::memory_resource over kmalloc;
 //   slabkit::kmalloc_resource() the process-wide instance.
@@ -45,6 +48,16 @@
 #endif
 
 namespace slabkit {
+
+// ---- designs -----------------------------------------------------------------------------------
+
+// Names a design for cache<T>: slabkit::slqb_design, slabkit::slub_design, or
+// design_tag{"name"} for a name read at run time (slabkit_designs() lists this build's).
+struct design_tag {
+    const char *name;
+};
+inline constexpr design_tag slqb_design{"slqb"};
+inline constexpr design_tag slub_design{"slub"};
 
 namespace detail {
 
@@ -155,6 +168,12 @@ class cache {
         : cache_(slabkit_cache_create(name, sizeof(T), alignof(T), flags, nullptr)) {
         if (cache_ == nullptr) detail::throw_cache_error(name);
     }
+    // The same in design `d` (slabkit::slqb_design, slabkit::slub_design, ...); an unknown design
+    // throws like any other failure to create the cache.
+    cache(design_tag d, const char *name, unsigned flags = 0)
+        : cache_(slabkit_cache_create_in(d.name, name, sizeof(T), alignof(T), flags, nullptr)) {
+        if (cache_ == nullptr) detail::throw_cache_error(name);
+    }
     ~cache() { slabkit_cache_destroy(cache_); }
 
     cache(cache &&other) noexcept : cache_(std::exchange(other.cache_, nullptr)) {}
@@ -206,6 +225,12 @@ class cache {
     }
     const char *name() const noexcept {
         return slabkit_cache_name(cache_);
+    }
+    // The cache's design ("slqb", "slub", ...).
+    std::string design_name() const {
+        slabkit_cache_stats st;
+        slabkit_get_cache_stats(cache_, &st);
+        return st.design;
     }
     // Gives free memory back; returns the pages the cache still holds (slabkit_cache_shrink).
     std::size_t shrink() noexcept {

@@ -197,10 +197,12 @@ SLABKIT_ALWAYS_INLINE page *slab_page_of(const void *obj) {
 }
 
 // The fast check of a free: obj lies in the first page of a slab of cache c (owner == c, or any
-// cache when kAnyCache) and is an object start. nullptr for anything else, including objects in
-// the later pages of an order > 0 slab: the caller then takes its full check.
+// cache when kAnyCache) and is an object start; *owner_out (if given) is then set to the cache.
+// nullptr for anything else, including objects in the later pages of an order > 0 slab: the
+// caller then takes its full check.
 template <bool kAnyCache>
-SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj) {
+SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj,
+                                            cache **owner_out = nullptr) {
     uintptr_t addr = reinterpret_cast<uintptr_t>(obj);
     uintptr_t index = addr >> kChunkShift;
     if (SLABKIT_UNLIKELY(index >= kMaxChunks)) return nullptr;
@@ -210,15 +212,18 @@ SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj) {
     if (SLABKIT_UNLIKELY((addr & (kChunkSize - 1)) < kMetaPages * kPageSize)) return nullptr;
     page *pg = reinterpret_cast<page *>(addr & ~(kChunkSize - 1)) + chunk_pfn(obj);
     if (SLABKIT_UNLIKELY((pg->flags() & (PG_slab | PG_tail)) != PG_slab)) return nullptr;
-    const cache *owner = slab_cache(pg);
+    cache *owner = slab_cache(pg);
     if constexpr (!kAnyCache) {
         if (SLABKIT_UNLIKELY(owner != c)) return nullptr;
-        owner = c; // the same, but known without waiting for the load
+        owner = const_cast<cache *>(c); // the same, but known without waiting for the load
     }
     // obj is in the slab's first page, so its offset in that page, less the colour, is its
     // offset from the first object (wrapping to a huge value, rejected, if it is before it).
     uintptr_t off = (addr & (kPageSize - 1)) - pg->priv[2];
     if (SLABKIT_UNLIKELY(owner->rotated_quotient(off) >= owner->objects)) return nullptr;
+    // The owner as loaded once (an atomic load is not merged with a later one): kfree's
+    // dispatch on its design reads it from here.
+    if (owner_out) *owner_out = owner;
     return pg;
 }
 

@@ -115,10 +115,11 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
 void *alloc_aligned(design d, size_t size, size_t align, bool zero);
 
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
-    page *pg = slab_page_check<true>(nullptr, p);
+    cache *owner;
+    page *pg = slab_page_check<true>(nullptr, p, &owner);
     if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
     // The block's design is its slab's cache's: objects of several designs may meet here.
-    return designs::visit(slab_cache(pg), [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
+    return designs::visit(owner, [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
 }
 
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the

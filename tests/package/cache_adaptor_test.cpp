@@ -51,6 +51,43 @@ TEST(AdaptorCache, CreateConstructsDestroyDestructs) {
     EXPECT_EQ(c.shrink(), 0u);
 }
 
+// One program holds caches of every design at once, each by name; objects of one never mix with
+// another's.
+TEST(AdaptorCache, CachesOfEveryDesignInOneProgram) {
+    counted::reset();
+    slabkit::cache<counted> a(slabkit::slqb_design, "adaptor-in-slqb");
+    slabkit::cache<counted> b(slabkit::slub_design, "adaptor-in-slub");
+    EXPECT_EQ(a.design_name(), "slqb");
+    EXPECT_EQ(b.design_name(), "slub");
+    std::vector<counted *> in_a, in_b;
+    for (int i = 0; i < 500; ++i) {
+        in_a.push_back(a.create(i, "a"));
+        in_b.push_back(b.create(i, "b"));
+    }
+    for (int i = 0; i < 500; ++i) {
+        EXPECT_EQ(in_a[i]->text, "a");
+        EXPECT_EQ(in_b[i]->number, i);
+    }
+    for (counted *p : in_a) a.destroy(p);
+    for (counted *p : in_b) b.destroy(p);
+    EXPECT_EQ(counted::destroyed, 1000);
+    // Every design of the build, by the name slabkit_designs() gives.
+    std::string all = slabkit_designs();
+    for (size_t at = 0; at < all.size();) {
+        size_t end = all.find(' ', at);
+        if (end == std::string::npos) end = all.size();
+        std::string d = all.substr(at, end - at);
+        slabkit::cache<int> c(slabkit::design_tag{d.c_str()}, ("adaptor-any-" + d).c_str());
+        EXPECT_EQ(c.design_name(), d);
+        c.destroy(c.create(7));
+        at = end + 1;
+    }
+#if SLABKIT_HPP_EXCEPTIONS
+    EXPECT_THROW(slabkit::cache<int>(slabkit::design_tag{"no-such"}, "adaptor-bad-design"),
+                 std::runtime_error);
+#endif
+}
+
 TEST(AdaptorCache, UniquePtrDestroysThroughTheCache) {
     counted::reset();
     slabkit::cache<counted> c("adaptor-unique");
