@@ -82,13 +82,14 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     // size - 1 wraps for 0, so one compare sends 0 and large sizes to the slow path.
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         unsigned i = class_of(size);
-        void *p = designs::visit(d, [&](auto ops) -> void * {
+        void *p;
+        bool open = designs::visit(d, [&](auto ops) {
             auto &set = detail::classes_of<decltype(ops)>();
-            if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
-                return ops.alloc(&set.caches[i], zero);
-            return detail::alloc_slow(d, size, zero, node);
+            if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
+            p = ops.alloc(&set.caches[i], zero);
+            return true;
         });
-        return p;
+        if (SLABKIT_LIKELY(open)) return p;
     }
     return detail::alloc_slow(d, size, zero, node);
 }

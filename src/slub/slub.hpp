@@ -226,11 +226,13 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s) {
     return obj;
 }
 
+// Allocates one object (zeroed when `zero`: the slow path pops the slot's freelist and clears
+// the object, so that the fast path stays a pop and a tail call).
 SLABKIT_ALWAYS_INLINE void *alloc(slub_cache *s, bool zero = false) {
-    void *obj = alloc_from_cpu(s);
-    if (SLABKIT_UNLIKELY(obj == nullptr)) return alloc_slow(s, kNoSlot, kAnyNode, zero);
-    if (zero) memset(obj, 0, s->object_size);
-    return obj;
+    if (!zero) {
+        if (void *obj = alloc_from_cpu(s); SLABKIT_LIKELY(obj != nullptr)) return obj;
+    }
+    return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
 
 // An object from node `node` (kAnyNode: wherever the slot's slabs are); nullptr when the node
