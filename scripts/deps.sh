@@ -3,6 +3,8 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           googletest libgtest-dev libgmock-dev libbenchmark-dev python3
+          # options and formatting of the benchmark tools (bench/design_counters.cpp)
+          libcli11-dev libfmt-dev
           # pkg-config, for the installed-package test (tests/package)
           pkgconf
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py

@@ -1,5 +1,6 @@
-// Fork while other threads allocate and free through SLQB caches and kmalloc: the child must
-// find every lock free and every structure whole, and be able to allocate, free and trim.
+// Fork while other threads allocate and free through caches and kmalloc of the process's design
+// (ctest runs these once per design, SLABKIT_ALLOCATOR): the child must find every lock free and
+// every structure whole, and be able to allocate, free and trim.
 #include "slabkit/slabkit.h"
 
 #include <gtest/gtest.h>
