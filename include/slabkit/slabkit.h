@@ -1,8 +1,8 @@
 /* slabkit.h - slabkit's C API: object caches (kmem_cache), kmalloc, statistics.
  *
  * Every function is thread-safe. The allocator behind the API is the process's design, chosen
- * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default); an unknown
- * name is reported on stderr and the process exits with status 1 at its first call.
+ * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, or "slub");
+ * an unknown name is reported on stderr and the process exits with status 1 at its first call.
  *
  * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
  * address that is not an object start, an object into the wrong cache, destroying a cache with
@@ -63,8 +63,9 @@ typedef struct kmem_cache slabkit_cache;
  * aborts instead). */
 SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
                                                 unsigned flags, void (*ctor)(void *));
-/* The same in a named design ("slqb"); NULL if the design is unknown. Lets one process compare
- * designs. */
+/* The same in a named design ("slqb", "slub"); NULL, with a line on stderr naming the designs,
+ * if the design is unknown. Every call on a cache goes to its own design, so one process can hold
+ * caches of every design and compare them. */
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
                                                    size_t size, size_t align, unsigned flags,
                                                    void (*ctor)(void *));
@@ -91,8 +92,9 @@ SLABKIT_API void slabkit_cache_destroy(slabkit_cache *cache);
 SLABKIT_API const char *slabkit_cache_name(const slabkit_cache *cache);
 /* Sets one of the cache's tunables, as the kernel's sysfs files did: "order" (the slab order;
  * only while the cache holds no slab, e.g. right after creation or after a shrink that freed
- * everything), and for SLQB "hiwater" and "freebatch" (1 <= freebatch <= hiwater + 1). Returns 0,
- * or -1 with a line on stderr naming the cache, the tunable and what was wrong. */
+ * everything), for SLQB "hiwater" and "freebatch" (1 <= freebatch <= hiwater + 1), for SLUB
+ * "min_partial" and "cpu_partial" (objects; 0: no per-thread partial slabs). Returns 0, or -1
+ * with a line on stderr naming the cache, the tunable and what was wrong. */
 SLABKIT_API int slabkit_cache_tune(slabkit_cache *cache, const char *tunable, unsigned long value);
 /* The object size as created. */
 SLABKIT_API size_t slabkit_cache_object_size(const slabkit_cache *cache);
@@ -210,12 +212,13 @@ struct slabkit_page_stats {
 SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
 
 /* Writes the statistics report to file descriptor fd: the /proc/slabinfo table of every cache,
- * then the heap totals (objects in use and free, slab pages, the page allocator's other blocks,
- * free and returned pages, OS blocks, bad frees). What malloc_stats() and SLABKIT_STATS=exit
- * print (to stderr). Never allocates. */
+ * one line per cache with its design's counters that are not zero, then the heap totals (objects
+ * in use and free, slab pages, the page allocator's other blocks, free and returned pages, OS
+ * blocks, bad frees). What malloc_stats() and SLABKIT_STATS=exit print (to stderr). Never
+ * allocates. */
 SLABKIT_API void slabkit_print_stats(int fd);
 
-/* The process's design ("slqb"). */
+/* The process's design ("slqb" or "slub"). */
 SLABKIT_API const char *slabkit_allocator(void);
 /* Designs this build has, separated by spaces. */
 SLABKIT_API const char *slabkit_designs(void);

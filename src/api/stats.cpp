@@ -158,6 +158,30 @@ void api::print_stats(int fd) {
             write_all(out_fd, buf, row_out.len < sizeof buf ? row_out.len : sizeof buf - 1);
         },
         &fd);
+    // Each cache's design counters that moved (SLQB's ALLOC, FREE, ...; SLUB's ALLOC_FASTPATH,
+    // FREE_SLOWPATH, ...), one line per cache.
+    print_to(fd, "slabkit: counters (the design's statistics; those not zero):\n");
+    registry::for_each(
+        [](cache *c, void *arg) {
+            const int out_fd = *static_cast<int *>(arg);
+            design_stats st;
+            designs::statistics(c, &st);
+            char buf[2048];
+            text_out row{buf, sizeof buf};
+            row.printf("%s [%s]:", c->name, design_name(c->kind));
+            unsigned shown = 0;
+            for (unsigned i = 0; i < st.nr_counters; ++i) {
+                if (!st.counters[i]) continue;
+                row.printf(" %s=%llu", st.counter_names[i],
+                           static_cast<unsigned long long>(st.counters[i]));
+                ++shown;
+            }
+            if (!shown) return;
+            row.printf("\n");
+            if (row.len >= sizeof buf) buf[sizeof buf - 2] = '\n';
+            write_all(out_fd, buf, row.len < sizeof buf ? row.len : sizeof buf - 1);
+        },
+        &fd);
     heap_totals t;
     gather_heap_totals(&t);
     const uint64_t page = kPageSize;

@@ -11,12 +11,14 @@
 // What each part promises:
 //   bootstrap()          sets up the design's own bootstrap caches, once; every entry point that
 //                        needs them calls it (it may run before any constructor).
-//   create(args, why)    a new cache, or nullptr with *why set (bad arguments - see
-//                        cache_args_invalid -, a duplicate name, no memory).
+//   create(args, why)    a new cache, or nullptr with *why set (a duplicate name, no memory).
+//                        The caller has checked args (cache_args_invalid): designs::create does,
+//                        for every design.
 //   open_static(s, slots, args, why)
-//                        makes a static descriptor usable (kmalloc's caches): `slots` is the
-//                        design's per-slot storage (ops::slot_storage), static too; nothing is
-//                        allocated that could recurse into kmalloc.
+//                        makes a static descriptor usable (kmalloc's caches, whose args are
+//                        valid by construction): `slots` is the design's per-slot storage
+//                        (ops::slot_storage), static too; nothing is allocated that could
+//                        recurse into kmalloc. It runs bootstrap() itself.
 //   destroy(s)           the caller no longer uses s: flushes every slot, frees everything; leaked
 //                        objects are reported one by one and the cache's memory kept.
 //   flush_slot(s, slot, release)

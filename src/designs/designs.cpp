@@ -14,7 +14,14 @@ void bootstrap_process_design() {
 }
 
 cache *create(design d, const cache_args &args, const char **why) {
-    return visit(d, [&](auto ops) -> cache * { return ops.create(args, why); });
+    return visit(d, [&](auto ops) -> cache * {
+        ops.bootstrap();
+        if (const char *bad = cache_args_invalid(args)) {
+            *why = bad;
+            return nullptr;
+        }
+        return ops.create(args, why);
+    });
 }
 
 void destroy(cache *c) {

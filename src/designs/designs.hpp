@@ -48,7 +48,8 @@ SLABKIT_ALWAYS_INLINE decltype(auto) visit(cache *c, F &&f) {
 // Sets up the process design's bootstrap caches (once; other designs set up theirs when their
 // first cache is made).
 void bootstrap_process_design();
-// A cache of design d; nullptr with *why set when it cannot be made.
+// A cache of design d (its bootstrap done, the arguments checked here, once for every design);
+// nullptr with *why set when it cannot be made.
 cache *create(design d, const cache_args &args, const char **why);
 // Destroys a cache (nullptr: nothing); see slab_design's destroy.
 void destroy(cache *c);

@@ -140,10 +140,6 @@ static void free_structures(slqb_cache *s) {
 
 bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &args, const char **why) {
     bootstrap();
-    if (const char *bad = cache_args_invalid(args)) {
-        if (why) *why = bad;
-        return false;
-    }
     setup_common(s, args);
     s->cpu_slab = slots->data();
     // Per-node structures of static caches come from the node cache like any other's.
@@ -157,10 +153,6 @@ bool open_static(slqb_cache *s, slot_storage *slots, const cache_args &args, con
 
 slqb_cache *create(const cache_args &args, const char **why) {
     bootstrap();
-    if (const char *bad = cache_args_invalid(args)) {
-        if (why) *why = bad;
-        return nullptr;
-    }
     void *mem = alloc_shared(&cache_cache());
     if (!mem) {
         if (why) *why = "out of memory for the cache descriptor";

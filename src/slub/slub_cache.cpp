@@ -263,10 +263,6 @@ struct leak_count {
 
 bool open_static(slub_cache *s, slot_storage *slots, const cache_args &args, const char **why) {
     bootstrap();
-    if (const char *bad = cache_args_invalid(args)) {
-        if (why) *why = bad;
-        return false;
-    }
     setup_common(s, args);
     s->cpu_slab = slots->data();
     if (!make_nodes(s)) {
@@ -279,10 +275,6 @@ bool open_static(slub_cache *s, slot_storage *slots, const cache_args &args, con
 
 slub_cache *create(const cache_args &args, const char **why) {
     bootstrap();
-    if (const char *bad = cache_args_invalid(args)) {
-        if (why) *why = bad;
-        return nullptr;
-    }
     void *mem = alloc_slow(&cache_cache(), kNoSlot, kAnyNode, false);
     if (!mem) {
         if (why) *why = "out of memory for the cache descriptor";

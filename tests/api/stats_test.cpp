@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace slabkit::apitest {
@@ -199,6 +201,40 @@ TEST_P(Stats, PageStatsFollowSlabs) {
     EXPECT_EQ(slabkit_cache_shrink(c), 0u);
     destroy(c);
     EXPECT_TRUE(pages_back_to(base));
+}
+
+// The statistics report (what SLABKIT_STATS=exit and malloc_stats print) has the slabinfo line
+// of a cache and its design's counters that moved.
+TEST_P(Stats, ReportHasTheSlabinfoLineAndTheDesignsCounters) {
+    slabkit_cache *c = create(name("rep"), 48);
+    ASSERT_NE(c, nullptr);
+    std::vector<void *> objs;
+    for (int i = 0; i < 300; ++i) objs.push_back(slabkit_cache_alloc(c, 0));
+    for (void *p : objs) slabkit_cache_free(c, p);
+    char path[] = "/tmp/slabkit_report_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    slabkit_print_stats(fd);
+    std::string text(1 << 20, '\0');
+    ssize_t n = pread(fd, text.data(), text.size(), 0);
+    close(fd);
+    unlink(path);
+    ASSERT_GT(n, 0);
+    text.resize(static_cast<size_t>(n));
+    EXPECT_TRUE(find_line(text, name("rep")).found) << text;
+    std::string counters_line = name("rep") + " [" + GetParam() + "]:";
+    size_t at = text.find(counters_line);
+    ASSERT_NE(at, std::string::npos) << text;
+    std::string line = text.substr(at, text.find('\n', at) - at);
+    cache_stats_t st = stats_of(c);
+    unsigned moved = 0;
+    for (unsigned i = 0; i < st.nr_counters; ++i) {
+        if (!st.counters[i]) continue;
+        ++moved;
+        EXPECT_NE(line.find(std::string(" ") + st.counter_names[i] + "="), std::string::npos)
+            << st.counter_names[i] << " is not on the line: " << line;
+    }
+    EXPECT_GT(moved, 0u);
 }
 
 SLABKIT_INSTANTIATE_FOR_DESIGNS(Stats);

@@ -455,10 +455,10 @@ TEST_F(Slub, RemoteFreesFromSeveralThreadsWhileTheOwnerAllocates) {
     EXPECT_EQ(freed.load(), static_cast<uint64_t>(kObjects));
     design_stats st = stats_of(s);
     EXPECT_EQ(st.counters[FREE_SLOWPATH], static_cast<uint64_t>(kObjects));
+    // The last objects allocated are in the owner's current slab, frozen until the trim below,
+    // and are freed after the owner stopped: into a frozen slab. (How many frees meet the owner
+    // while it still allocates depends on the threads' timing.)
     EXPECT_GT(st.counters[FREE_FROZEN], 0u);
-    EXPECT_GT(st.counters[ALLOC_REFILL] + st.counters[CPU_PARTIAL_ALLOC] +
-                  st.counters[ALLOC_FROM_PARTIAL],
-              0u);
     EXPECT_TRUE(valid(s));
     designs::trim_all();
     EXPECT_TRUE(valid(s));
