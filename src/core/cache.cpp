@@ -170,7 +170,12 @@ void compute_layout(cache *c, const order_policy &policy) {
     apply_order(c, order_by_waste(c->size, policy));
 }
 
-bool set_slab_order(cache *c, unsigned order, const char **why) {
+bool set_slab_order(cache *c, unsigned order, uint64_t slabs_held, const char **why) {
+    if (slabs_held) {
+        *why = "the cache holds slabs: its order can change only while it is empty (shrink it "
+               "first)";
+        return false;
+    }
     if (order > kMaxOrder) {
         *why = "the order is above the page allocator's largest (10)";
         return false;

@@ -164,9 +164,10 @@ void apply_order(cache *c, unsigned order);
 // compute_object_layout (free pointer at the start), then the order `policy` picks.
 void compute_layout(cache *c, const order_policy &policy);
 
-// Sets the slab order of c (only while it holds no slab): false, with *why set, when the order
-// is above kMaxOrder or its slabs could not hold one object.
-bool set_slab_order(cache *c, unsigned order, const char **why);
+// Sets the slab order of c: false, with *why set, while the cache holds slabs (`slabs_held`,
+// which the design counts), or when the order is above kMaxOrder or its slabs could not hold one
+// object.
+bool set_slab_order(cache *c, unsigned order, uint64_t slabs_held, const char **why);
 
 // ---- slab pages ---------------------------------------------------------------------------
 

@@ -346,12 +346,7 @@ bool set_order(slqb_cache *s, unsigned order, const char **why) {
     for_each_list(s, [&](slqb_list *l, slqb_cpu *, slqb_node *) {
         slabs += l->nr_slabs.load(std::memory_order_relaxed);
     });
-    if (slabs) {
-        *why = "the cache holds slabs: its order can change only while it is empty (shrink it "
-               "first)";
-        return false;
-    }
-    return set_slab_order(s, order, why);
+    return set_slab_order(s, order, slabs, why);
 }
 
 void statistics(slqb_cache *s, design_stats *out) {

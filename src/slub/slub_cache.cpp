@@ -368,12 +368,7 @@ void trim(slub_cache *) {
 // ---- tunables -------------------------------------------------------------------------------
 
 bool set_order(slub_cache *s, unsigned order, const char **why) {
-    if (slabs_held(s)) {
-        *why = "the cache holds slabs: its order can change only while it is empty (shrink it "
-               "first)";
-        return false;
-    }
-    if (!set_slab_order(s, order, why)) return false;
+    if (!set_slab_order(s, order, slabs_held(s), why)) return false;
     set_cpu_partial(s, s->cpu_partial); // its bound in slabs follows objects per slab
     return true;
 }
