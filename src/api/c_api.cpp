@@ -7,6 +7,7 @@
 #include "core/cache.hpp"
 #include "core/report.hpp"
 #include "designs/designs.hpp"
+#include "kmalloc/large.hpp"
 #include "kmalloc/kmalloc.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -174,6 +175,7 @@ const char *slabkit_designs(void) {
 void slabkit_trim(void) {
     designs::trim_all();
     page_allocator::global().purge();
+    large::release_retained(0, true);
 }
 
 } // extern "C"

@@ -138,6 +138,8 @@ void api::gather_heap_totals(heap_totals *out) {
     out->reserved_bytes = ps.reserved_bytes;
     out->large_blocks = large::mapped_blocks();
     out->large_bytes = large::mapped_bytes();
+    out->kept_blocks = large::retained_blocks();
+    out->kept_bytes = large::retained_bytes();
     out->errors = ps.errors + slab_errors();
 }
 
@@ -198,9 +200,10 @@ void api::print_stats(int fd) {
              mib(t.block_pages * page), mib(t.free_pages * page), mib(t.free_resident_pages * page),
              mib(t.returned_pages * page), mib(t.reserved_bytes));
     print_to(fd,
-             "slabkit: %llu blocks mapped from the OS directly (%.1f MiB); %llu bad frees "
-             "reported\n",
+             "slabkit: %llu blocks mapped from the OS directly (%.1f MiB), %llu more kept for "
+             "reuse (%.1f MiB); %llu bad frees reported\n",
              static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
+             static_cast<unsigned long long>(t.kept_blocks), mib(t.kept_bytes),
              static_cast<unsigned long long>(t.errors));
 }
 

@@ -27,6 +27,8 @@ struct heap_totals {
     uint64_t reserved_bytes = 0;      // address space reserved by the page allocator
     uint64_t large_blocks = 0;        // blocks mapped from the OS directly
     uint64_t large_bytes = 0;
+    uint64_t kept_blocks = 0; // freed blocks mapped from the OS, kept for reuse (resident)
+    uint64_t kept_bytes = 0;
     uint64_t errors = 0; // bad frees reported
 };
 void gather_heap_totals(heap_totals *out);

@@ -9,13 +9,18 @@
 namespace slabkit::trimmer {
 
 namespace {
-std::atomic<handler> g_handler{nullptr};
+constexpr unsigned kMaxHandlers = 4;
+std::atomic<handler> g_handlers[kMaxHandlers];
 std::atomic<uint64_t> g_next_ms{0};
 std::atomic<uint64_t> g_epoch{0};
 } // namespace
 
-void set_handler(handler h) {
-    g_handler.store(h, std::memory_order_release);
+bool add_handler(handler h) {
+    for (auto &slot : g_handlers) {
+        handler empty = nullptr;
+        if (slot.compare_exchange_strong(empty, h, std::memory_order_acq_rel)) return true;
+    }
+    return false;
 }
 
 void maybe_run(bool force) {
@@ -29,8 +34,10 @@ void maybe_run(bool force) {
         !force)
         return;
     g_epoch.fetch_add(1, std::memory_order_relaxed);
-    if (handler h = g_handler.load(std::memory_order_acquire))
-        h(now > decay ? now - decay : 0, force);
+    for (auto &slot : g_handlers) {
+        if (handler h = slot.load(std::memory_order_acquire))
+            h(now > decay ? now - decay : 0, force);
+    }
 }
 
 uint64_t epoch() {

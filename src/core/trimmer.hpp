@@ -11,10 +11,13 @@
 
 namespace slabkit::trimmer {
 
-// Drains the slots idle since before_ms (platform::now_coarse_ms time). Unforced, it runs on an
-// allocation slow path and must not wait for the slot registry lock (it only tries it).
+// Gives back what has been idle since before_ms (platform::now_coarse_ms time): the designs
+// layer's drains the slots idle that long; kmalloc's releases the large blocks it kept for reuse.
+// Unforced, a handler runs on an allocation slow path, maybe under a design's locks: it must not
+// wait for the slot registry lock (it only tries it) and takes only locks ranked below them.
 using handler = void (*)(uint64_t before_ms, bool force);
-void set_handler(handler h);
+// Adds a handler (at most 4; false when full). Handlers run in the order they were added.
+bool add_handler(handler h);
 
 // Runs the trimmer if decay_ms/2 has passed since it last ran (force: now). A decay_ms of 0
 // (SLABKIT_DECAY_MS=0) still trims, every 500 ms.

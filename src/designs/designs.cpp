@@ -151,7 +151,8 @@ void caches_child() {
 }
 
 __attribute__((constructor)) void install_hooks() {
-    trimmer::set_handler(trim_idle);
+    if (!trimmer::add_handler(trim_idle))
+        platform::fatal("slabkit: cannot install the designs' trimmer\n");
     if (!platform::add_fork_hooks({platform::kForkRankSlabBoot, [] { boot_locks(fork_op::lock); },
                                    [] { boot_locks(fork_op::unlock); },
                                    [] { boot_locks(fork_op::reset); }}) ||

@@ -89,7 +89,7 @@ void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
     }
-    return large::alloc(size);
+    return large::alloc(size, 0, zero);
 }
 
 void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
@@ -107,7 +107,7 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
         while ((kPageSize << order) < align) ++order;
         return page_allocator::global().alloc(order, kAnyNode, zero ? kZero : 0u);
     }
-    return large::alloc(size, align);
+    return large::alloc(size, align, zero);
 }
 
 // Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later

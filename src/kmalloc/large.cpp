@@ -1,11 +1,14 @@
 // large.cpp - OS-direct large blocks and their address table.
 #include "kmalloc/large.hpp"
 
+#include "core/trimmer.hpp"
 #include "page/page.hpp"
+#include "page/page_allocator.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
 
 #include <atomic>
+#include <cstring>
 
 namespace slabkit::large {
 
@@ -21,15 +24,80 @@ platform::mutex g_lock;
 std::atomic<uint64_t> g_mapped{0};
 std::atomic<uint64_t> g_blocks{0};
 
+// Freed blocks kept for reuse (under g_lock), oldest first.
+struct kept_block {
+    void *addr;
+    size_t size;
+    uint64_t freed_ms;
+};
+kept_block g_kept[kRetainMax];
+unsigned g_nr_kept = 0;
+std::atomic<uint64_t> g_kept_bytes{0};
+// Budget and age limit, read from the environment once (0 until then; the budget then holds
+// kBudgetUnset + value so that 0 can mean "keep nothing").
+constexpr uint64_t kBudgetUnset = 0;
+std::atomic<uint64_t> g_budget{kBudgetUnset};
+uint64_t g_decay_ms = 0;
+// The page allocator's over_retain_events() at the last free (under g_lock).
+uint64_t g_shrink_seen = 0;
+
+// Blocks chosen under g_lock to be unmapped after it is released.
+struct unmap_list {
+    kept_block blocks[kRetainMax + 1];
+    unsigned count = 0;
+    uint64_t bytes = 0;
+    void add(const kept_block &b) {
+        blocks[count++] = b;
+        bytes += b.size;
+    }
+    uint64_t run() {
+        for (unsigned i = 0; i < count; ++i) platform::release(blocks[i].addr, blocks[i].size);
+        return bytes;
+    }
+};
+
+uint64_t budget() {
+    uint64_t b = g_budget.load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(b != kBudgetUnset)) return b - 1;
+    // Racing first callers compute the same values.
+    const uint64_t mb = platform::env_uint("SLABKIT_LARGE_RETAIN_MB", 32, 0, uint64_t{1} << 20);
+    g_decay_ms = page_allocator::global().settings().decay_ms;
+    g_budget.store((mb << 20) + 1, std::memory_order_release);
+    return mb << 20;
+}
+
+// Under g_lock: removes kept block i, keeping the rest in age order.
+kept_block take_kept(unsigned i) {
+    kept_block b = g_kept[i];
+    for (unsigned k = i + 1; k < g_nr_kept; ++k) g_kept[k - 1] = g_kept[k];
+    --g_nr_kept;
+    g_kept_bytes.fetch_sub(b.size, std::memory_order_relaxed);
+    return b;
+}
+
+// Under g_lock: moves the blocks kept since before before_ms (all when force) to `out`.
+void select_old(uint64_t before_ms, bool force, unmap_list &out) {
+    while (g_nr_kept > 0 && (force || g_kept[0].freed_ms <= before_ms)) out.add(take_kept(0));
+}
+
+uint64_t decay_cutoff(uint64_t now) {
+    return now > g_decay_ms ? now - g_decay_ms : 0;
+}
+
 size_t slot_of(uintptr_t addr) {
     return static_cast<size_t>(((addr >> kPageShift) * 0x9e3779b97f4a7c15ull) >> 50) % kLargeMax;
 }
 
-// Fork: a leaf lock (no other slabkit lock is taken under it), taken last.
-__attribute__((constructor)) void install_fork_hooks() {
+// Fork: a leaf lock (no other slabkit lock is taken under it), taken last. The trimmer unmaps
+// kept blocks that aged past the decay time, as it does the designs' idle queues.
+__attribute__((constructor)) void install_hooks() {
     if (!platform::add_fork_hooks({platform::kForkRankLarge, [] { g_lock.lock(); },
                                    [] { g_lock.unlock(); }, [] { g_lock.reset_after_fork(); }}))
         platform::fatal("slabkit: cannot register the large-block table's fork hooks\n");
+    if (!trimmer::add_handler([](uint64_t before_ms, bool force) {
+            if (retained_bytes() != 0) release_retained(before_ms, force);
+        }))
+        platform::fatal("slabkit: cannot install the large blocks' trimmer\n");
 }
 
 // Under g_lock: the entry holding addr, or nullptr.
@@ -77,17 +145,73 @@ size_t whole_pages(size_t size) {
 }
 } // namespace
 
-void *alloc(size_t size, size_t align) {
+namespace {
+// A kept block that can serve `whole` bytes at alignment `align`, made exactly `whole` bytes
+// long; nullptr when none can.
+void *reuse_kept(size_t whole, size_t align) {
+    kept_block b;
+    unmap_list old;
+    {
+        platform::lock_guard guard(g_lock);
+        if (g_nr_kept == 0) return nullptr;
+        select_old(decay_cutoff(platform::now_coarse_ms()), false, old);
+        // The smallest block that holds it; else, for page alignment (which mremap keeps), the
+        // largest, grown in place or moved.
+        int fit = -1, grow = -1;
+        for (unsigned i = 0; i < g_nr_kept; ++i) {
+            const kept_block &k = g_kept[i];
+            if (reinterpret_cast<uintptr_t>(k.addr) % align != 0) continue;
+            if (k.size >= whole) {
+                if (fit < 0 || k.size < g_kept[fit].size) fit = static_cast<int>(i);
+            } else if (align == kPageSize && (grow < 0 || k.size > g_kept[grow].size)) {
+                grow = static_cast<int>(i);
+            }
+        }
+        if (fit < 0 && grow < 0) {
+            b.addr = nullptr;
+        } else {
+            b = take_kept(static_cast<unsigned>(fit >= 0 ? fit : grow));
+        }
+    }
+    old.run();
+    if (!b.addr) return nullptr;
+    if (b.size > whole) {
+        // The tail goes back now: a kept block never holds more than the block it serves.
+        if (!platform::release(static_cast<char *>(b.addr) + whole, b.size - whole).ok()) {
+            platform::release(b.addr, b.size);
+            return nullptr;
+        }
+    } else if (b.size < whole) {
+        platform::os_status st;
+        void *q = platform::remap(b.addr, b.size, whole, &st);
+        if (!q) {
+            platform::release(b.addr, b.size);
+            return nullptr;
+        }
+        b.addr = q;
+    }
+    return b.addr;
+}
+} // namespace
+
+void *alloc(size_t size, size_t align, bool zero) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
     if (align == 0) align = (size & (size - 1)) == 0 ? whole : kPageSize;
     if (align < kPageSize) align = kPageSize;
-    platform::os_status st;
-    void *p = platform::reserve(whole, align, &st);
-    if (!p) return nullptr;
-    if (!platform::commit(p, whole).ok()) {
-        platform::release(p, whole);
-        return nullptr;
+    void *p = budget() ? reuse_kept(whole, align) : nullptr;
+    if (p) {
+        // A kept block holds its last user's bytes (a grown one reads as zeros past them, but
+        // clearing it all is simpler than tracking which part is fresh).
+        if (zero) memset(p, 0, whole);
+    } else {
+        platform::os_status st;
+        p = platform::reserve(whole, align, &st);
+        if (!p) return nullptr;
+        if (!platform::commit(p, whole).ok()) {
+            platform::release(p, whole);
+            return nullptr;
+        }
     }
     bool recorded;
     {
@@ -130,7 +254,10 @@ void *resize(void *p, size_t size) {
 }
 
 bool free(void *p) {
+    const uint64_t limit = budget();
     size_t size;
+    bool kept = false;
+    unmap_list out;
     {
         platform::lock_guard guard(g_lock);
         entry *e = find(reinterpret_cast<uintptr_t>(p));
@@ -138,11 +265,50 @@ bool free(void *p) {
         size = e->size;
         e->addr = kTombstone;
         e->size = 0;
+        g_mapped.fetch_sub(size, std::memory_order_relaxed);
+        g_blocks.fetch_sub(1, std::memory_order_relaxed);
+        const uint64_t now = platform::now_coarse_ms();
+        // The page allocator gave memory back since the last free: the program is shrinking,
+        // not cycling blocks, so this block and the kept ones go back too.
+        const uint64_t shrink = page_allocator::global().over_retain_events();
+        const bool shrinking = shrink != g_shrink_seen;
+        g_shrink_seen = shrink;
+        select_old(decay_cutoff(now), shrinking, out);
+        if (size <= limit && !shrinking) {
+            // Keep the newest: the oldest kept blocks make room.
+            while (g_nr_kept == kRetainMax ||
+                   g_kept_bytes.load(std::memory_order_relaxed) + size > limit)
+                out.add(take_kept(0));
+            g_kept[g_nr_kept++] = kept_block{p, size, now};
+            g_kept_bytes.fetch_add(size, std::memory_order_relaxed);
+            kept = true;
+        }
     }
-    platform::release(p, size);
-    g_mapped.fetch_sub(size, std::memory_order_relaxed);
-    g_blocks.fetch_sub(1, std::memory_order_relaxed);
+    out.run();
+    if (!kept) platform::release(p, size);
     return true;
+}
+
+uint64_t release_retained(uint64_t before_ms, bool force) {
+    unmap_list out;
+    {
+        platform::lock_guard guard(g_lock);
+        select_old(before_ms, force, out);
+    }
+    return out.run();
+}
+
+uint64_t retained_bytes() {
+    return g_kept_bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t retained_blocks() {
+    platform::lock_guard guard(g_lock);
+    return g_nr_kept;
+}
+
+uint64_t retain_budget() {
+    return budget();
 }
 
 size_t size_of(const void *p) {

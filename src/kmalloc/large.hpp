@@ -4,6 +4,19 @@
 // zero until used) maps its address to its size so that kfree and ksize can find it. The table
 // holds kLargeMax blocks at once (each over 4 MiB: 64 GiB and more in all); past that an
 // allocation fails like any other out-of-memory.
+//
+// Reuse: a program that allocates and frees blocks of several MiB over and over would otherwise
+// pay a fresh mapping and a page fault per page every time. Freed blocks are kept, still mapped
+// and resident, within a budget (SLABKIT_LARGE_RETAIN_MB, 32 MiB by default, 0: none; at most
+// kRetainMax blocks): the newest are kept, the oldest unmapped to make room. An allocation takes
+// the smallest kept block that holds it and unmaps its tail beyond the size asked for, or grows
+// the largest kept one with mremap (pages move, no copy) when the alignment allows. Kept blocks
+// older than SLABKIT_DECAY_MS are unmapped by the next large allocation or free, or by the
+// trimmer (core/trimmer.hpp); trim (slabkit_trim, malloc_trim) unmaps them all. And a free that
+// finds the page allocator has passed its retain bound since the last free (its
+// over_retain_events moved: the program is freeing more than it reuses) unmaps its block and
+// every kept one, so that resident memory falls when a program shrinks, as it does without the
+// keeping.
 #pragma once
 
 #include <cstddef>
@@ -12,11 +25,12 @@
 namespace slabkit::large {
 
 inline constexpr size_t kLargeMax = 16384;
+inline constexpr unsigned kRetainMax = 16;
 
 // A block of at least `size` bytes, aligned to `align` (a power of two) or, when align is 0, to
 // `size` if that is a power of two, else to a page; nullptr when the OS refuses or the table is
-// full. Fresh mappings read as zeros.
-void *alloc(size_t size, size_t align = 0);
+// full. Zeroed when `zero` (a fresh mapping already is; a kept block is cleared).
+void *alloc(size_t size, size_t align = 0, bool zero = false);
 // Moves or resizes a block to hold `size` bytes (mremap: no copy through user space); the
 // result is page-aligned. nullptr, the block untouched, when p is not a large block or the OS
 // refuses.
@@ -25,8 +39,16 @@ void *resize(void *p, size_t size);
 bool free(void *p);
 // The block's usable size, or 0 if p is not the start of a large block.
 size_t size_of(const void *p);
-// Bytes mapped for large blocks now, and how many blocks.
+// Bytes mapped for large blocks in use now, and how many blocks (kept ones not included).
 uint64_t mapped_bytes();
 uint64_t mapped_blocks();
+// Bytes and blocks kept for reuse now.
+uint64_t retained_bytes();
+uint64_t retained_blocks();
+// Unmaps every kept block (force) or those kept since before before_ms (platform::now_coarse_ms
+// time). Returns the bytes unmapped.
+uint64_t release_retained(uint64_t before_ms, bool force);
+// The retain budget in bytes (SLABKIT_LARGE_RETAIN_MB).
+uint64_t retain_budget();
 
 } // namespace slabkit::large

@@ -153,9 +153,10 @@ size_t usable_size(const void *p) {
 bool trim() {
     slabkit_page_stats before, after;
     slabkit_get_page_stats(&before);
+    const uint64_t kept = large::retained_bytes();
     slabkit_trim();
     slabkit_get_page_stats(&after);
-    return after.pages_returned > before.pages_returned;
+    return after.pages_returned > before.pages_returned || large::retained_bytes() < kept;
 }
 
 } // namespace slabkit::libc

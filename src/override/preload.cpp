@@ -67,7 +67,8 @@ SLABKIT_EXPORT int malloc_trim(size_t) {
 }
 
 // glibc's fields, filled with slabkit's figures (docs/override.md has the mapping):
-//   arena     bytes the page allocator holds for slabs and blocks, and free resident pages
+//   arena     bytes the page allocator holds for slabs and blocks, free resident pages, and
+//             freed OS blocks kept for reuse
 //   ordblks   free objects in slabs and queues     smblks, usmblks, fsmblks, keepcost   0
 //   hblks     blocks mapped from the OS directly   hblkhd  their bytes
 //   uordblks  bytes handed out (objects and page blocks)  fordblks  arena - uordblks
@@ -76,7 +77,7 @@ SLABKIT_EXPORT struct mallinfo2 mallinfo2(void) {
     api::gather_heap_totals(&t);
     struct mallinfo2 mi = {};
     const size_t page = kPageSize;
-    mi.arena = (t.slab_pages + t.block_pages + t.free_resident_pages) * page;
+    mi.arena = (t.slab_pages + t.block_pages + t.free_resident_pages) * page + t.kept_bytes;
     mi.ordblks = t.free_objects;
     mi.hblks = t.large_blocks;
     mi.hblkhd = t.large_bytes;

@@ -143,6 +143,10 @@ class page_allocator {
     unsigned nodes() const { return nodes_; }
     const config &settings() const { return cfg_; }
     uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+    // Moves each time a node passes its retain bound and gives back its oldest free blocks: the
+    // program is freeing more than it reuses. Tiers above that keep memory of their own for
+    // reuse (kmalloc's large blocks) read it as "let go of yours too".
+    uint64_t over_retain_events() const { return over_retain_.load(std::memory_order_relaxed); }
 
     page_allocator(const config &cfg, unsigned nodes);
     ~page_allocator();
@@ -227,6 +231,7 @@ class page_allocator {
     unsigned nodes_;
     uint64_t retain_pages_;
     std::atomic<uint64_t> errors_{0};
+    std::atomic<uint64_t> over_retain_{0};
     std::atomic<uint64_t> reserved_bytes_{0};
     std::atomic<uint64_t> next_idle_drain_ms_{0};
     platform::mutex arena_lock_;

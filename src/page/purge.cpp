@@ -35,6 +35,7 @@ void page_allocator::set_aside(zone &z, page *pg, unsigned order, purge_batch &b
 
 void page_allocator::select_over_retain(zone &z, purge_batch &batch) {
     if (SLABKIT_LIKELY(z.free_resident - z.purging_resident <= retain_pages_)) return;
+    over_retain_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t target = retain_pages_ - retain_pages_ / 4;
     while (!batch.full() && z.free_resident - z.purging_resident > target) {
         page *oldest = nullptr;

@@ -1,0 +1,214 @@
+// Large blocks (kmalloc/large.hpp): blocks above the page allocator's largest order, mapped from
+// the OS, and the freed ones kept for reuse within SLABKIT_LARGE_RETAIN_MB (32 MiB by default;
+// the LargeNoRetain tests run in a ctest entry of their own with it set to 0).
+#include "kmalloc/large.hpp"
+
+#include "page/page.hpp"
+#include "page/page_allocator.hpp"
+#include "platform/platform.hpp"
+#include "slabkit/slabkit.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace slabkit {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// True when [p, p + size) is mapped (mincore fails with ENOMEM on an unmapped page).
+bool mapped(const void *p, size_t size) {
+    unsigned char vec[64];
+    size_t pages = size / kPageSize;
+    auto *base = static_cast<const char *>(p);
+    for (size_t done = 0; done < pages; done += 64) {
+        size_t n = pages - done < 64 ? pages - done : 64;
+        if (mincore(const_cast<char *>(base + done * kPageSize), n * kPageSize, vec) != 0)
+            return false;
+    }
+    return true;
+}
+
+class Large : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (large::retain_budget() == 0) GTEST_SKIP() << "SLABKIT_LARGE_RETAIN_MB=0";
+        large::release_retained(0, true);
+    }
+    void TearDown() override { large::release_retained(0, true); }
+};
+
+TEST_F(Large, FreedBlockIsKeptAndServesTheNextOfItsSize) {
+    void *p = large::alloc(8 * kMiB);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x5a, 8 * kMiB);
+    EXPECT_EQ(large::mapped_bytes(), 8 * kMiB);
+    ASSERT_TRUE(large::free(p));
+    EXPECT_EQ(large::mapped_bytes(), 0u);
+    EXPECT_EQ(large::retained_bytes(), 8 * kMiB);
+    EXPECT_EQ(large::retained_blocks(), 1u);
+    EXPECT_TRUE(mapped(p, 8 * kMiB)); // kept, not unmapped
+
+    void *q = large::alloc(8 * kMiB);
+    EXPECT_EQ(q, p);
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_EQ(large::size_of(q), 8 * kMiB);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % (8 * kMiB), 0u); // power of two: its own alignment
+    EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, ZeroedReuseClearsTheLastUsersBytes) {
+    void *p = large::alloc(6 * kMiB);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0xa5, 6 * kMiB);
+    ASSERT_TRUE(large::free(p));
+    auto *q = static_cast<unsigned char *>(large::alloc(6 * kMiB, 0, true));
+    ASSERT_EQ(q, p);
+    for (size_t i = 0; i < 6 * kMiB; i += 4093) ASSERT_EQ(q[i], 0) << i;
+    EXPECT_EQ(q[6 * kMiB - 1], 0);
+    EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, SmallerRequestTakesABlockAndItsTailGoesBack) {
+    auto *p = static_cast<char *>(large::alloc(12 * kMiB));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    void *q = large::alloc(5 * kMiB + 100);
+    ASSERT_EQ(q, p);
+    const size_t whole = 5 * kMiB + kPageSize;
+    EXPECT_EQ(large::size_of(q), whole);
+    EXPECT_EQ(large::mapped_bytes(), whole);
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_TRUE(mapped(p, whole));
+    EXPECT_FALSE(mapped(p + whole, kPageSize)); // the tail was unmapped
+    EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, LargerRequestGrowsAKeptBlock) {
+    auto *p = static_cast<char *>(large::alloc(5 * kMiB + 3 * kPageSize));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    auto *q = static_cast<unsigned char *>(large::alloc(9 * kMiB + kPageSize, 0, true));
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(large::retained_bytes(), 0u); // taken, grown with mremap
+    EXPECT_EQ(large::size_of(q), 9 * kMiB + kPageSize);
+    for (size_t i = 0; i < 9 * kMiB + kPageSize; i += 4099) ASSERT_EQ(q[i], 0) << i;
+    memset(q, 1, 9 * kMiB + kPageSize);
+    EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, StricterAlignmentIsNeverServedByAMisalignedBlock) {
+    // A 5 MiB + 1 page block is only page-aligned; a 16 MiB-aligned request must not take it
+    // unless it happens to be aligned.
+    void *p = large::alloc(5 * kMiB + kPageSize);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    void *q = large::alloc(5 * kMiB, 16 * kMiB);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % (16 * kMiB), 0u);
+    EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, BudgetKeepsTheNewestAndNeverMore) {
+    const uint64_t budget = large::retain_budget();
+    const size_t size = 12 * kMiB;
+    ASSERT_GE(budget, 2 * size) << "the default budget is 32 MiB";
+    void *blocks[4];
+    for (auto &b : blocks) {
+        b = large::alloc(size);
+        ASSERT_NE(b, nullptr);
+    }
+    for (auto *b : blocks) {
+        ASSERT_TRUE(large::free(b));
+        EXPECT_LE(large::retained_bytes(), budget);
+    }
+    const uint64_t kept = budget / size;
+    EXPECT_EQ(large::retained_blocks(), kept);
+    // The oldest went back to the OS; the newest are kept.
+    EXPECT_FALSE(mapped(blocks[0], kPageSize));
+    EXPECT_TRUE(mapped(blocks[3], size));
+    // A block over the budget is never kept.
+    void *huge = large::alloc(budget + kMiB);
+    ASSERT_NE(huge, nullptr);
+    ASSERT_TRUE(large::free(huge));
+    EXPECT_FALSE(mapped(huge, kPageSize));
+    EXPECT_LE(large::retained_bytes(), budget);
+}
+
+TEST_F(Large, OldBlocksDecayAndTrimGivesAllBack) {
+    void *p = large::alloc(6 * kMiB);
+    void *q = large::alloc(7 * kMiB);
+    ASSERT_TRUE(p && q);
+    ASSERT_TRUE(large::free(p));
+    ASSERT_TRUE(large::free(q));
+    EXPECT_EQ(large::retained_blocks(), 2u);
+    // Kept since before a time in the future: both are old enough.
+    EXPECT_EQ(large::release_retained(platform::now_coarse_ms() + 1000, false), 13 * kMiB);
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_FALSE(mapped(p, kPageSize));
+
+    void *r = large::alloc(6 * kMiB);
+    ASSERT_NE(r, nullptr);
+    ASSERT_TRUE(large::free(r));
+    // Freed just now: a cut-off in the past keeps it.
+    EXPECT_EQ(large::release_retained(0, false), 0u);
+    EXPECT_EQ(large::retained_bytes(), 6 * kMiB);
+    slabkit_trim(); // gives back every kept block
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_FALSE(mapped(r, kPageSize));
+}
+
+TEST_F(Large, AShrinkingHeapLetsGoOfKeptBlocks) {
+    void *p = large::alloc(6 * kMiB);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    ASSERT_EQ(large::retained_blocks(), 1u);
+    // Free more page blocks than the page allocator may keep resident (16 MiB by default): it
+    // gives its oldest back, which the next large free reads as the program shrinking.
+    page_allocator &pa = page_allocator::global();
+    const uint64_t events = pa.over_retain_events();
+    void *blocks[12];
+    for (auto &b : blocks) {
+        b = pa.alloc(kMaxOrder);
+        ASSERT_NE(b, nullptr);
+        memset(b, 1, kPageSize << kMaxOrder);
+    }
+    for (auto *b : blocks) pa.free(b);
+    ASSERT_GT(pa.over_retain_events(), events);
+    void *q = large::alloc(7 * kMiB);
+    ASSERT_NE(q, nullptr);
+    ASSERT_TRUE(large::free(q));
+    EXPECT_EQ(large::retained_blocks(), 0u);
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    // Cycling again without the page allocator shrinking keeps blocks again.
+    void *r = large::alloc(7 * kMiB);
+    ASSERT_NE(r, nullptr);
+    ASSERT_TRUE(large::free(r));
+    EXPECT_EQ(large::retained_blocks(), 1u);
+}
+
+TEST_F(Large, DoubleFreeOfAKeptBlockIsRefused) {
+    void *p = large::alloc(5 * kMiB);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    EXPECT_FALSE(large::free(p)); // no longer a block: the caller reports a bad free
+    EXPECT_EQ(large::size_of(p), 0u);
+    EXPECT_EQ(large::retained_blocks(), 1u);
+}
+
+// Run with SLABKIT_LARGE_RETAIN_MB=0 (ctest large_no_retain): every freed block is unmapped.
+TEST(LargeNoRetain, FreedBlocksAreUnmapped) {
+    if (large::retain_budget() != 0) GTEST_SKIP() << "needs SLABKIT_LARGE_RETAIN_MB=0";
+    void *p = large::alloc(8 * kMiB);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(large::free(p));
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_FALSE(mapped(p, kPageSize));
+}
+
+} // namespace
+} // namespace slabkit
