@@ -6,6 +6,7 @@
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,7 +17,7 @@ namespace detail {
 all_classes g_classes;
 } // namespace detail
 
-using detail::classes_of;
+using detail::set_of;
 
 namespace {
 constexpr size_t kClassSizes[kNrClasses] = {8,   16,  32,   64,   96,   128, 192,
@@ -26,6 +27,34 @@ const char *const kClassNames[kNrClasses] = {
     "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
     "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
 
+// 8, 16, steps of 16 to 128, then four per doubling (see kmalloc.hpp).
+constexpr auto kMallocSizes = [] {
+    std::array<size_t, kNrMallocClasses> sizes{};
+    unsigned n = 0;
+    sizes[n++] = 8;
+    for (size_t s = 16; s <= 128; s += 16) sizes[n++] = s;
+    for (size_t base = 128; base < kMaxCacheSize; base *= 2)
+        for (size_t k = 1; k <= 4; ++k) sizes[n++] = base + k * base / 4;
+    return sizes;
+}();
+static_assert(kMallocSizes[kNrMallocClasses - 1] == kMaxCacheSize);
+
+// The table's class sizes are what index_of<T> computes: checked at compile time, every size.
+template <class_table T>
+constexpr bool table_matches(const size_t *sizes, unsigned count) {
+    for (size_t size = 1; size <= kMaxCacheSize; ++size) {
+        unsigned i = index_of<T>(size);
+        if (i >= count || sizes[i] < size || (i > 0 && sizes[i - 1] >= size)) return false;
+    }
+    return true;
+}
+static_assert(table_matches<class_table::kernel>(kClassSizes, kNrClasses));
+static_assert(table_matches<class_table::malloc>(kMallocSizes.data(), kNrMallocClasses));
+
+const size_t *sizes_of(class_table t) {
+    return t == class_table::kernel ? kClassSizes : kMallocSizes.data();
+}
+
 platform::mutex g_open_lock;
 
 size_t class_align(size_t size) {
@@ -33,15 +62,22 @@ size_t class_align(size_t size) {
     return 16;
 }
 
+template <class_table T>
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
     platform::lock_guard guard(g_open_lock);
     return designs::visit(d, [&](auto ops) -> cache * {
-        auto &set = classes_of<decltype(ops)>();
+        auto &set = set_of<T, decltype(ops)>();
         if (set.open[i].load(std::memory_order_relaxed)) return &set.caches[i];
+        const size_t size = sizes_of(T)[i];
+        char base[kNameMax];
+        if constexpr (T == class_table::kernel)
+            snprintf(base, sizeof base, "%s", kClassNames[i]);
+        else
+            snprintf(base, sizeof base, "malloc-%zu", size);
         char name[kNameMax];
-        internal_cache_name(d, kClassNames[i], name, sizeof name);
+        internal_cache_name(d, base, name, sizeof name);
         const char *why = nullptr;
-        cache_args args{name, kClassSizes[i], class_align(kClassSizes[i]), 0, nullptr};
+        cache_args args{name, size, class_align(size), 0, nullptr};
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
             report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;
@@ -49,6 +85,15 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         set.open[i].store(true, std::memory_order_release);
         return &set.caches[i];
     });
+}
+
+template <class_table T>
+cache *cache_of_table(design d, unsigned i) {
+    cache *c = designs::visit(d, [&](auto ops) -> cache * {
+        auto &set = set_of<T, decltype(ops)>();
+        return set.open[i].load(std::memory_order_acquire) ? &set.caches[i] : nullptr;
+    });
+    return c ? c : open_class<T>(d, i);
 }
 
 // Fork: the open lock ranks first of all, as open_class allocates (and so takes every lock
@@ -67,22 +112,24 @@ unsigned order_for(size_t size) {
 }
 } // namespace
 
-size_t class_size(unsigned i) {
-    return kClassSizes[i];
+size_t class_size(unsigned i, class_table t) {
+    return sizes_of(t)[i];
 }
 
-cache *cache_for(design d, unsigned i) {
-    cache *c = designs::visit(d, [&](auto ops) -> cache * {
-        auto &set = classes_of<decltype(ops)>();
-        return set.open[i].load(std::memory_order_acquire) ? &set.caches[i] : nullptr;
-    });
-    return c ? c : open_class(d, i);
+unsigned nr_classes(class_table t) {
+    return t == class_table::kernel ? kNrClasses : kNrMallocClasses;
 }
 
-void *detail::alloc_slow(design d, size_t size, bool zero, int node) {
+cache *cache_for(design d, unsigned i, class_table t) {
+    return t == class_table::kernel ? cache_of_table<class_table::kernel>(d, i)
+                                    : cache_of_table<class_table::malloc>(d, i);
+}
+
+void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int node) {
     if (size == 0) return kZeroSizePtr;
     if (size <= kMaxCacheSize) {
-        cache *c = cache_for(d, class_of(size));
+        cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)
+                                            : cache_for(d, malloc_class_of(size), t);
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
         return designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
     }

@@ -1,9 +1,19 @@
 // kmalloc.hpp - general-purpose allocation by size over a design's caches.
 //
 //   size 0                      the zero-size pointer (16): unique, never dereferenceable
-//   1 .. 8192                   caches kmalloc-8 16 32 64 96 128 192 256 512 1k 2k 4k 8k
+//   1 .. 8192                   a size class's cache (below)
 //   8193 .. 4 MiB               a block from the page allocator (2^order pages, naturally aligned)
 //   above                       a mapping from the OS (large.hpp)
+//
+// Two tables of size classes, each with its own caches:
+//   kernel  the kernel's kmalloc classes, kmalloc-8 16 32 64 96 128 192 256 512 1k 2k 4k 8k:
+//           slabkit_kmalloc and the kernel-names API, memalign and friends (power-of-two classes
+//           are naturally aligned).
+//   malloc  denser classes for the malloc family (malloc, calloc, realloc, operator new):
+//           malloc-8 16, steps of 16 to 128, then four classes per doubling (160 192 224 256,
+//           320 384 448 512, ... 7168 8192), as jemalloc and mimalloc space theirs: a request
+//           wastes at most a fifth of its block instead of half (a 1 KiB value with a small
+//           header takes 1280 bytes, not 2048).
 //
 // A block's kind is found from its address alone (the page descriptor, else the OS block
 // table), so free needs no size and no header.
@@ -25,84 +35,140 @@
 namespace slabkit::kmalloc {
 
 inline constexpr size_t kMaxCacheSize = 8192;
-inline constexpr unsigned kNrClasses = 13;
 inline void *const kZeroSizePtr = reinterpret_cast<void *>(16);
 
+enum class class_table : uint8_t { kernel, malloc };
+
+inline constexpr unsigned kNrClasses = 13;       // the kernel table
+inline constexpr unsigned kNrMallocClasses = 33; // the malloc table
+
 namespace detail {
-// Sizes 1..192 by (size - 1) / 8.
+// Sizes 1..192 by (size - 1) / 8, kernel table.
 inline constexpr uint8_t kSmallIndex[24] = {0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4,
                                             5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6};
+// Sizes 1..1024 by (size + 7) / 8, malloc table: one load for the sizes most programs ask
+// for (8, 16, steps of 16 to 128, then four classes per doubling; see malloc_class_of).
+inline constexpr unsigned kMallocDirectMax = 1024;
+constexpr unsigned malloc_class_by_formula(size_t size) {
+    if (size <= 8) return 0;
+    if (size <= 128) return static_cast<unsigned>((size + 15) / 16);
+    // Four classes per doubling from 160 (index 9): the doubling is the top bit of size - 1,
+    // the class within it the next two bits.
+    const size_t x = size - 1;
+    const unsigned lg = 63 - static_cast<unsigned>(__builtin_clzll(x)); // 7..12
+    return 9 + (lg - 7) * 4 + static_cast<unsigned>((x >> (lg - 2)) & 3);
+}
+inline constexpr auto kMallocDirect = [] {
+    struct table {
+        uint8_t index[kMallocDirectMax / 8 + 1];
+    } t{};
+    for (size_t i = 1; i <= kMallocDirectMax / 8; ++i)
+        t.index[i] = static_cast<uint8_t>(malloc_class_by_formula(i * 8));
+    return t;
+}();
 
-// One design's kmalloc caches: static descriptors, the design's static per-slot storage for
-// each, and which are open (set, with release order, once the cache is usable).
-template <class D>
+// One design's caches of one table: static descriptors, the design's static per-slot storage
+// for each, and which are open (set, with release order, once the cache is usable).
+template <class D, unsigned N>
 struct class_set {
-    typename D::cache_type caches[kNrClasses];
-    std::atomic<bool> open[kNrClasses];
-    typename D::slot_storage slots[kNrClasses];
+    typename D::cache_type caches[N];
+    std::atomic<bool> open[N];
+    typename D::slot_storage slots[N];
 };
-// Every design's set, one static object (zero until classes are opened: the per-slot storage
+// A design's two sets.
+template <class D>
+struct design_classes {
+    class_set<D, kNrClasses> kernel;
+    class_set<D, kNrMallocClasses> malloc;
+};
+// Every design's sets, one static object (zero until classes are opened: the per-slot storage
 // costs no memory until slots use it).
 struct all_classes {
-#define SLABKIT_DESIGN_SET(name) class_set<name::ops> name;
+#define SLABKIT_DESIGN_SET(name) design_classes<name::ops> name;
     SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_SET)
 #undef SLABKIT_DESIGN_SET
 };
 extern SLABKIT_HIDDEN all_classes g_classes;
-// The set of design D.
+// The sets of design D.
 template <class D>
-class_set<D> &classes_of();
+design_classes<D> &classes_of();
 #define SLABKIT_DESIGN_SET_OF(name)                                                                \
     template <>                                                                                    \
-    SLABKIT_ALWAYS_INLINE class_set<name::ops> &classes_of<name::ops>() {                          \
+    SLABKIT_ALWAYS_INLINE design_classes<name::ops> &classes_of<name::ops>() {                     \
         return g_classes.name;                                                                     \
     }
 SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_SET_OF)
 #undef SLABKIT_DESIGN_SET_OF
+
+// Design D's set of table T.
+template <class_table T, class D>
+SLABKIT_ALWAYS_INLINE auto &set_of() {
+    if constexpr (T == class_table::kernel)
+        return classes_of<D>().kernel;
+    else
+        return classes_of<D>().malloc;
+}
+
 // Everything the inline paths below do not serve: size 0, sizes above the caches, an explicit
 // node, a class not opened yet; and frees the fast check did not accept.
-void *alloc_slow(design d, size_t size, bool zero, int node);
+void *alloc_slow(design d, class_table t, size_t size, bool zero, int node);
 // `caller` names the entry point in a bad-free report ("kfree", "free", ...).
 void free_slow(void *p, const char *caller);
 } // namespace detail
 
-// The class index serving `size` (1..kMaxCacheSize).
-SLABKIT_ALWAYS_INLINE unsigned class_of(size_t size) {
+// The kernel table's class index serving `size` (1..kMaxCacheSize).
+SLABKIT_ALWAYS_INLINE constexpr unsigned class_of(size_t size) {
     if (size <= 192) return detail::kSmallIndex[(size - 1) / 8];
     // 193..8192: powers of two from 256 (index 7).
     return 64 - static_cast<unsigned>(__builtin_clzll(size - 1)) - 1;
 }
-// The bytes of class i.
-size_t class_size(unsigned i);
+// The malloc table's class index serving `size` (1..kMaxCacheSize).
+SLABKIT_ALWAYS_INLINE constexpr unsigned malloc_class_of(size_t size) {
+    if (SLABKIT_LIKELY(size <= detail::kMallocDirectMax))
+        return detail::kMallocDirect.index[(size + 7) / 8];
+    return detail::malloc_class_by_formula(size);
+}
+template <class_table T>
+SLABKIT_ALWAYS_INLINE constexpr unsigned index_of(size_t size) {
+    if constexpr (T == class_table::kernel)
+        return class_of(size);
+    else
+        return malloc_class_of(size);
+}
+// The bytes of class i of a table.
+size_t class_size(unsigned i, class_table t = class_table::kernel);
+unsigned nr_classes(class_table t);
 
-// The design's kmalloc cache of class i (opened on first call); nullptr if it could not be.
-cache *cache_for(design d, unsigned i);
+// The design's cache of class i of a table (opened on first call); nullptr if it could not be.
+cache *cache_for(design d, unsigned i, class_table t = class_table::kernel);
 
+template <class_table T = class_table::kernel>
 SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     // size - 1 wraps for 0, so one compare sends 0 and large sizes to the slow path.
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
-        unsigned i = class_of(size);
+        unsigned i = index_of<T>(size);
         void *p;
         bool open = designs::visit(d, [&](auto ops) {
-            auto &set = detail::classes_of<decltype(ops)>();
+            auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
             p = ops.alloc(&set.caches[i], zero);
             return true;
         });
         if (SLABKIT_LIKELY(open)) return p;
     }
-    return detail::alloc_slow(d, size, zero, node);
+    return detail::alloc_slow(d, T, size, zero, node);
 }
 
 // The fast path alone: an object of size's class from the calling slot's own store (SLQB's
 // queue, SLUB's per-slot freelist), or nullptr (size 0 or above the caches, the class not open
 // yet, nothing there) - alloc() then does the rest. For callers with their own slow path
 // (malloc), whose fast path then needs no frame.
+template <class_table T = class_table::kernel>
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
-        unsigned i = class_of(size);
+        unsigned i = index_of<T>(size);
         return designs::visit(d, [&](auto ops) -> void * {
-            auto &set = detail::classes_of<decltype(ops)>();
+            auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
                 return ops.alloc_fast(&set.caches[i]);
             return nullptr;
@@ -111,8 +177,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     return nullptr;
 }
 
-// A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest class whose
-// natural alignment is enough, else a page block of the right order, else an OS block.
+// A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest kernel class
+// whose natural alignment is enough, else a page block of the right order, else an OS block.
 void *alloc_aligned(design d, size_t size, size_t align, bool zero);
 
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
@@ -127,7 +193,7 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
 // zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
 // Resizes in place when the block can hold `size` (shrinking included, as the kernel's krealloc);
-// otherwise allocates, copies and frees. nullptr (p untouched) on failure.
+// otherwise allocates (kernel table), copies and frees. nullptr (p untouched) on failure.
 void *realloc(design d, void *p, size_t size, bool zero);
 
 } // namespace slabkit::kmalloc

@@ -41,7 +41,7 @@ void *detail::malloc_slow(size_t size) {
     } else if (size > kMaxRequest) {
         return fail_nomem();
     }
-    void *p = kmalloc::alloc(process_design(), size, false, kAnyNode);
+    void *p = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
     return p ? p : fail_nomem();
 }
 
@@ -49,7 +49,7 @@ void *detail::calloc_slow(size_t n, size_t size) {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total) || total > kMaxRequest) return fail_nomem();
     if (total == 0) total = 1;
-    void *p = kmalloc::alloc(process_design(), total, true, kAnyNode);
+    void *p = kmalloc::alloc<kMallocTable>(process_design(), total, true, kAnyNode);
     return p ? p : fail_nomem();
 }
 
@@ -118,7 +118,7 @@ void *realloc(void *p, size_t size) {
         // had (shrinking never fails).
         if (size >= have / 2 || have <= kMallocAlign) return p;
         const int saved = errno;
-        void *q = kmalloc::alloc(process_design(), size, false, kAnyNode);
+        void *q = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
         errno = saved;
         if (!q) return p;
         memcpy(q, p, size);
@@ -130,7 +130,7 @@ void *realloc(void *p, size_t size) {
     if (have > kPageTierMax && size > kPageTierMax) {
         if (void *q = large::resize(p, size)) return q;
     }
-    void *q = kmalloc::alloc(process_design(), size, false, kAnyNode);
+    void *q = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
     if (!q) return fail_nomem();
     memcpy(q, p, have);
     kmalloc::free(p, "realloc");

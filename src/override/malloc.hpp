@@ -22,6 +22,8 @@ namespace slabkit::libc {
 // glibc's MALLOC_ALIGNMENT on x86-64: blocks of 16 bytes and more are 16-aligned without asking.
 inline constexpr size_t kMallocAlign = 16;
 inline constexpr size_t kMaxRequest = PTRDIFF_MAX;
+// The malloc family's size classes (kmalloc.hpp): denser than the kernel's.
+inline constexpr auto kMallocTable = kmalloc::class_table::malloc;
 
 namespace detail {
 // Size 0, sizes above kmalloc's caches, and failures (errno ENOMEM).
@@ -33,7 +35,7 @@ void *aligned_slow(size_t align, size_t size); // align: a power of two above kM
 SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
     // The queue pop or a tail call: no stack frame. Everything else (size 0, large sizes, an
     // empty queue, the first call, which reads the design) is malloc_slow's.
-    void *p = kmalloc::alloc_fast(process_design_hint(), size);
+    void *p = kmalloc::alloc_fast<kMallocTable>(process_design_hint(), size);
     if (SLABKIT_LIKELY(p != nullptr)) return p;
     return detail::malloc_slow(size);
 }
@@ -42,7 +44,7 @@ SLABKIT_ALWAYS_INLINE void *calloc(size_t n, size_t size) {
     size_t total;
     if (SLABKIT_LIKELY(!__builtin_mul_overflow(n, size, &total) &&
                        total - 1 < kmalloc::kMaxCacheSize)) {
-        void *p = kmalloc::alloc(process_design(), total, true, kAnyNode);
+        void *p = kmalloc::alloc<kMallocTable>(process_design(), total, true, kAnyNode);
         if (SLABKIT_LIKELY(p != nullptr)) return p;
     }
     return detail::calloc_slow(n, size);
