@@ -113,6 +113,10 @@ def parse_args():
                     help="the peers, comma-separated (default: %(default)s)")
     ap.add_argument("--binary", default=DEFAULT_BINARY,
                     help="the pattern_bench executable (default: %(default)s)")
+    ap.add_argument("--baseline", default=None, metavar="LIBRARY",
+                    help="another build of libslabkit-malloc.so (an earlier commit's) to run "
+                         "beside --library: a column '<design>-before' per design, in the same "
+                         "rounds, for before/after comparisons (no target lines)")
     ap.add_argument("--library", default=DEFAULT_LIBRARY,
                     help="slabkit's malloc replacement (default: %(default)s)")
     ap.add_argument("--timeout", type=float, default=300.0,
@@ -264,13 +268,16 @@ def plan(args):
     """The allocators to measure, {name: why it is missing} for peers that cannot be, and the
     errors (slabkit's preload failing)."""
     allocs, missing, errors = [], {}, []
-    for design in args.designs:
+    builds = [(d, args.library, d) for d in args.designs]
+    if args.baseline:
+        builds += [(f"{d}-before", args.baseline, d) for d in args.designs]
+    for name, library, design in builds:
         env = base_env()
-        env["LD_PRELOAD"] = args.library
+        env["LD_PRELOAD"] = library
         env["SLABKIT_ALLOCATOR"] = design
-        alloc = Allocator(design, args.library, env, design)
-        if not os.path.exists(args.library):
-            why = f"{args.library} is not there (build the slabkit_malloc target)"
+        alloc = Allocator(name, library, env, design)
+        if not os.path.exists(library):
+            why = f"{library} is not there (build the slabkit_malloc target)"
         else:
             got, why = which_malloc(args.binary, env)
             if got is not None:
@@ -420,7 +427,7 @@ def print_tables(args, allocs, missing):
     designs = [a.name for a in allocs if a.design]
     peers = [a.name for a in allocs if not a.design]
     by_name = {a.name: a for a in allocs}
-    columns = [d for d in args.designs] + [p for p in args.peers]
+    columns = [a.name for a in allocs if a.design] + [p for p in args.peers]
 
     def med(name, pattern, field, scale=1.0):
         a = by_name.get(name)
@@ -527,6 +534,8 @@ def print_tables(args, allocs, missing):
         print()
 
     for d in designs:
+        if d.endswith("-before"):
+            continue
         up = d.upper()
         print_target(f"{up} time <= fastest peer's, every pattern", verdicts[d]["time"],
                      TIME_BOUND, fmt_time)

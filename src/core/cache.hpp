@@ -92,6 +92,11 @@ struct cache_args {
     size_t align;
     unsigned flags;
     void (*ctor)(void *);
+    // At most this many bytes of free objects parked per slot (0: the design's own sizing). For
+    // caches that many threads share with mixed sizes (the malloc table's): a design whose
+    // per-slot queues are sized for throughput alone (SLQB's hiwater is up to 1 MiB per slot for
+    // objects of 1 KiB and up) would otherwise hold that much per thread and class.
+    size_t queue_bytes = 0;
 };
 // A readable reason why the arguments cannot make a cache, or nullptr when they can.
 const char *cache_args_invalid(const cache_args &args);

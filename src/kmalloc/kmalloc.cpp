@@ -57,6 +57,9 @@ const size_t *sizes_of(class_table t) {
 
 platform::mutex g_open_lock;
 
+// The malloc table's per-slot parking bound (cache_args::queue_bytes).
+constexpr size_t kMallocQueueBytes = 64 * 1024;
+
 size_t class_align(size_t size) {
     if ((size & (size - 1)) == 0) return size < kPageSize ? size : kPageSize;
     return 16;
@@ -78,6 +81,9 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         internal_cache_name(d, base, name, sizeof name);
         const char *why = nullptr;
         cache_args args{name, size, class_align(size), 0, nullptr};
+        // The malloc table serves whole programs, many threads at once: what a slot may park is
+        // bounded in bytes (the kernel table keeps each design's own sizing).
+        if constexpr (T == class_table::malloc) args.queue_bytes = kMallocQueueBytes;
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
             report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;

@@ -65,6 +65,13 @@ void setup_common(slqb_cache *s, const cache_args &args) {
     if (4 * kPageSize / s->size > fb) fb = 4 * kPageSize / s->size;
     s->freebatch = fb ? static_cast<uint32_t>(fb) : 1;
     s->hiwater = 4 * s->freebatch;
+    // A byte bound from the creator: a shorter queue (still four batches long, at least 4
+    // objects) rather than a smaller share of objects per batch.
+    if (args.queue_bytes && uint64_t{s->hiwater} * s->size > args.queue_bytes) {
+        uint64_t hw = args.queue_bytes / s->size;
+        s->hiwater = static_cast<uint32_t>(hw < 4 ? 4 : hw);
+        s->freebatch = s->hiwater / 4;
+    }
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
 }

@@ -64,6 +64,35 @@ TEST_F(Slqb, WatermarksFollowTheSlqbFormula) {
     EXPECT_NE(std::string(why).find("name"), std::string::npos);
 }
 
+TEST_F(Slqb, QueueBytesBoundShortensTheQueue) {
+    // cache_args::queue_bytes (the malloc table's 64 KiB): hiwater * size stays within it, four
+    // batches long; caches under the bound keep the formula.
+    const struct {
+        size_t size, queue_bytes;
+        uint32_t hiwater, freebatch;
+    } cases[] = {{1024, 65536, 64, 16},
+                 {2048, 65536, 32, 8},
+                 {8192, 65536, 8, 2},
+                 {32, 65536, 2048, 512},
+                 {16384, 32768, 4, 1}};
+    for (auto c : cases) {
+        std::string name = "qb-" + std::to_string(c.size);
+        const char *why = nullptr;
+        cache_args args{name.c_str(), c.size, 0, 0, nullptr};
+        args.queue_bytes = c.queue_bytes;
+        slqb_cache *s = create(args, &why);
+        ASSERT_NE(s, nullptr) << (why ? why : "");
+        made_.push_back(s);
+        EXPECT_EQ(s->hiwater, c.hiwater) << c.size;
+        EXPECT_EQ(s->freebatch, c.freebatch) << c.size;
+        // The queue really stops at hiwater: free more than that and count what is parked.
+        std::vector<void *> objs;
+        for (uint32_t i = 0; i < 3 * s->hiwater; ++i) objs.push_back(alloc(s));
+        for (void *p : objs) free(s, p);
+        EXPECT_LE(totals(s).queued, s->hiwater) << c.size;
+    }
+}
+
 TEST_F(Slqb, AllocFreeKeepsInvariants) {
     slqb_cache *s = make("slqb-basic", 48);
     std::vector<void *> objs;
