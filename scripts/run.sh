@@ -6,28 +6,33 @@
 #   2. the page allocator against mmap/munmap and glibc malloc (bench/page_ratios.py);
 #   3. kbuild-like: g++ compiling a set of this project's sources under slabkit's malloc
 #      replacement (each design) and under each of those mallocs, wall time and peak RSS
-#      (bench/kbuild.py).
+#      (bench/kbuild.py);
+#   4. allocation patterns of real programs (threads trading mixed sizes, bursts with pauses,
+#      large blocks of 2 to 32 MiB, a store of 1 KiB values) under the malloc replacement and
+#      each of those mallocs, time and peak RSS (bench/pattern_ratios.py).
 # Both scripts measure every design of the build by default, so nothing here names a design.
 # Quick by default (1 min 27 s on the project's 2-CPU machine with two designs, 2026-12-01);
 # --full: longer runs, 3 rounds, medians, and the full kbuild set over 5 rounds. --no-pages
-# skips part 2, --no-kbuild part 3.
-# Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild]
+# skips part 2, --no-kbuild part 3, --no-patterns part 4.
+# Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=--quick
 pages=1
 kbuild=1
+patterns=1
 for arg in "$@"; do
   case "$arg" in
     --full) mode= ;;
     --no-pages) pages=0 ;;
     --no-kbuild) kbuild=0 ;;
-    *) echo "usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild]" >&2; exit 2 ;;
+    --no-patterns) patterns=0 ;;
+    *) echo "usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns]" >&2; exit 2 ;;
   esac
 done
 scripts/deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target slab_bench page_bench slabkit_malloc
+cmake --build --preset release -j "$(nproc)" --target slab_bench page_bench pattern_bench slabkit_malloc
 status=0
 echo "== 1. Object allocators: slabkit, every design (cache, kmalloc, malloc) vs glibc, jemalloc, tcmalloc, mimalloc =="
 echo
@@ -43,6 +48,13 @@ if [ "$kbuild" = 1 ]; then
   echo "== 3. kbuild-like: g++ under slabkit's malloc (every design) vs glibc, jemalloc, tcmalloc, mimalloc =="
   echo
   /usr/bin/python3 bench/kbuild.py --library build/release/libslabkit-malloc.so $mode \
+    || status=$?
+fi
+if [ "$patterns" = 1 ]; then
+  echo
+  echo "== 4. Allocation patterns: slabkit's malloc (every design) vs glibc, jemalloc, tcmalloc, mimalloc =="
+  echo
+  /usr/bin/python3 bench/pattern_ratios.py --library build/release/libslabkit-malloc.so $mode \
     || status=$?
 fi
 exit "$status"

@@ -57,8 +57,14 @@ const size_t *sizes_of(class_table t) {
 
 platform::mutex g_open_lock;
 
-// The malloc table's per-slot parking bound (cache_args::queue_bytes).
-constexpr size_t kMallocQueueBytes = 64 * 1024;
+// The malloc table's per-slot parking bound (cache_args::queue_bytes), SLABKIT_MALLOC_QUEUE_KB;
+// read once, under g_open_lock.
+size_t malloc_queue_bytes() {
+    static size_t bytes = ~size_t{0};
+    if (bytes == ~size_t{0})
+        bytes = platform::env_uint("SLABKIT_MALLOC_QUEUE_KB", 0, 0, 1u << 20) * 1024;
+    return bytes;
+}
 
 size_t class_align(size_t size) {
     if ((size & (size - 1)) == 0) return size < kPageSize ? size : kPageSize;
@@ -83,7 +89,7 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         cache_args args{name, size, class_align(size), 0, nullptr};
         // The malloc table serves whole programs, many threads at once: what a slot may park is
         // bounded in bytes (the kernel table keeps each design's own sizing).
-        if constexpr (T == class_table::malloc) args.queue_bytes = kMallocQueueBytes;
+        if constexpr (T == class_table::malloc) args.queue_bytes = malloc_queue_bytes();
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
             report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;

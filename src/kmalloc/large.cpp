@@ -80,6 +80,9 @@ void select_old(uint64_t before_ms, bool force, unmap_list &out) {
     while (g_nr_kept > 0 && (force || g_kept[0].freed_ms <= before_ms)) out.add(take_kept(0));
 }
 
+// Blocks this size and smaller come from the page allocator, never from here.
+constexpr size_t kSmallestLarge = kPageSize << kMaxOrder;
+
 uint64_t decay_cutoff(uint64_t now) {
     return now > g_decay_ms ? now - g_decay_ms : 0;
 }
@@ -176,8 +179,26 @@ void *reuse_kept(size_t whole, size_t align) {
     old.run();
     if (!b.addr) return nullptr;
     if (b.size > whole) {
-        // The tail goes back now: a kept block never holds more than the block it serves.
-        if (!platform::release(static_cast<char *>(b.addr) + whole, b.size - whole).ok()) {
+        // The tail stays kept while it is big enough to serve a large block by itself (its pages
+        // are resident: reusing them saves their faults); a smaller one goes back now.
+        kept_block tail{static_cast<char *>(b.addr) + whole, b.size - whole, b.freed_ms};
+        bool kept = false;
+        if (tail.size > kSmallestLarge) {
+            platform::lock_guard guard(g_lock);
+            if (g_nr_kept < kRetainMax) {
+                // Younger blocks come after it; it keeps its age, so insert it in order.
+                unsigned i = g_nr_kept;
+                while (i > 0 && g_kept[i - 1].freed_ms > tail.freed_ms) {
+                    g_kept[i] = g_kept[i - 1];
+                    --i;
+                }
+                g_kept[i] = tail;
+                ++g_nr_kept;
+                g_kept_bytes.fetch_add(tail.size, std::memory_order_relaxed);
+                kept = true;
+            }
+        }
+        if (!kept && !platform::release(tail.addr, tail.size).ok()) {
             platform::release(b.addr, b.size);
             return nullptr;
         }

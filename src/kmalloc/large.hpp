@@ -9,7 +9,8 @@
 // pay a fresh mapping and a page fault per page every time. Freed blocks are kept, still mapped
 // and resident, within a budget (SLABKIT_LARGE_RETAIN_MB, 32 MiB by default, 0: none; at most
 // kRetainMax blocks): the newest are kept, the oldest unmapped to make room. An allocation takes
-// the smallest kept block that holds it and unmaps its tail beyond the size asked for, or grows
+// the smallest kept block that holds it, keeping its tail beyond the size asked for as a block of
+// its own when that is over 4 MiB (unmapping it otherwise), or grows
 // the largest kept one with mremap (pages move, no copy) when the alignment allows. Kept blocks
 // older than SLABKIT_DECAY_MS are unmapped by the next large allocation or free, or by the
 // trimmer (core/trimmer.hpp); trim (slabkit_trim, malloc_trim) unmaps them all. And a free that

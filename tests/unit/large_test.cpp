@@ -73,19 +73,40 @@ TEST_F(Large, ZeroedReuseClearsTheLastUsersBytes) {
     EXPECT_TRUE(large::free(q));
 }
 
-TEST_F(Large, SmallerRequestTakesABlockAndItsTailGoesBack) {
-    auto *p = static_cast<char *>(large::alloc(12 * kMiB));
+TEST_F(Large, SmallerRequestTakesABlockAndASmallTailGoesBack) {
+    auto *p = static_cast<char *>(large::alloc(8 * kMiB));
     ASSERT_NE(p, nullptr);
     ASSERT_TRUE(large::free(p));
-    void *q = large::alloc(5 * kMiB + 100);
+    void *q = large::alloc(5 * kMiB + 100, kPageSize);
     ASSERT_EQ(q, p);
     const size_t whole = 5 * kMiB + kPageSize;
     EXPECT_EQ(large::size_of(q), whole);
     EXPECT_EQ(large::mapped_bytes(), whole);
-    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_EQ(large::retained_bytes(), 0u); // a tail of 3 MiB could serve no large block
     EXPECT_TRUE(mapped(p, whole));
-    EXPECT_FALSE(mapped(p + whole, kPageSize)); // the tail was unmapped
+    EXPECT_FALSE(mapped(p + whole, kPageSize)); // so it was unmapped
     EXPECT_TRUE(large::free(q));
+}
+
+TEST_F(Large, ABigTailStaysKeptAndServesTheNextBlock) {
+    auto *p = static_cast<char *>(large::alloc(16 * kMiB));
+    ASSERT_NE(p, nullptr);
+    memset(p, 7, 16 * kMiB);
+    ASSERT_TRUE(large::free(p));
+    void *q = large::alloc(6 * kMiB, kPageSize);
+    ASSERT_EQ(q, p);
+    EXPECT_EQ(large::size_of(q), 6 * kMiB);
+    EXPECT_EQ(large::retained_bytes(), 10 * kMiB); // the tail, still mapped and resident
+    EXPECT_EQ(large::retained_blocks(), 1u);
+    EXPECT_TRUE(mapped(p + 6 * kMiB, 10 * kMiB));
+    auto *r = static_cast<unsigned char *>(large::alloc(9 * kMiB, kPageSize, true));
+    EXPECT_EQ(r, reinterpret_cast<unsigned char *>(p) + 6 * kMiB);
+    for (size_t i = 0; i < 9 * kMiB; i += 4093) ASSERT_EQ(r[i], 0) << i; // zeroed on reuse
+    EXPECT_EQ(large::retained_bytes(), 0u); // its own 1 MiB tail was too small to keep
+    EXPECT_FALSE(mapped(p + 15 * kMiB, kPageSize));
+    // Both halves of the old mapping free independently.
+    EXPECT_TRUE(large::free(q));
+    EXPECT_TRUE(large::free(r));
 }
 
 TEST_F(Large, LargerRequestGrowsAKeptBlock) {
