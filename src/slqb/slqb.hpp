@@ -133,7 +133,7 @@ struct slqb_cache : cache {
     // hence atomic; the fast path's relaxed load is a plain one).
     std::atomic<slqb_cpu *> *cpu_slab = nullptr;
     slqb_node *node_slab[platform::kMaxNodes] = {};
-    unsigned nr_nodes = 1;
+    unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
     bool meta = false; // a bootstrap cache: its per-slot structures are static
     // Bumped by shrink: slots flush their queues at their next slow path when they see it move.
     std::atomic<uint64_t> shrink_gen{0};

@@ -139,7 +139,7 @@ struct slub_cache : cache {
     // lists under list_lock, as the kernel's debug caches).
     std::atomic<slub_cpu *> *cpu_slab = nullptr;
     slub_node *node_slab[platform::kMaxNodes] = {};
-    unsigned nr_nodes = 1;
+    unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
     uint32_t min_partial = 0;       // empty slabs are kept while fewer are partial
     uint32_t cpu_partial = 0;       // objects a slot's partial chain may hold (0: no chain)
     uint32_t cpu_partial_slabs = 0; // DIV_ROUND_UP(2 * cpu_partial, objects)
