@@ -27,11 +27,10 @@ const char *const kClassNames[kNrClasses] = {
     "kmalloc-128", "kmalloc-192", "kmalloc-256", "kmalloc-512", "kmalloc-1k",
     "kmalloc-2k",  "kmalloc-4k",  "kmalloc-8k"};
 
-// 8, 16, steps of 16 to 128, then four per doubling (see kmalloc.hpp).
+// Steps of 16 from 16 to 128, then four per doubling (see kmalloc.hpp).
 constexpr auto kMallocSizes = [] {
     std::array<size_t, kNrMallocClasses> sizes{};
     unsigned n = 0;
-    sizes[n++] = 8;
     for (size_t s = 16; s <= 128; s += 16) sizes[n++] = s;
     for (size_t base = 128; base < kMaxCacheSize; base *= 2)
         for (size_t k = 1; k <= 4; ++k) sizes[n++] = base + k * base / 4;

@@ -113,8 +113,8 @@ TEST(MallocFamily, EverySizeIsUsableAndAligned) {
 }
 
 // The malloc family's size classes (kmalloc.hpp's malloc table): every size up to 8 KiB gets a
-// block at most a quarter larger than it (steps of 16 up to 128, then four classes per
-// doubling), 16-aligned from 16 bytes, and power-of-two sizes naturally aligned up to a page.
+// block at most a quarter larger than it (steps of 16 from 16 to 128, then four classes per
+// doubling), 16-aligned, and power-of-two sizes naturally aligned up to a page.
 TEST(MallocFamily, SmallSizesRoundToDenseClasses) {
     size_t classes = 0, last = 0;
     for (size_t size = 1; size <= 8192; ++size) {
@@ -124,8 +124,9 @@ TEST(MallocFamily, SmallSizesRoundToDenseClasses) {
         EXPECT_GE(usable, size);
         if (size > 128) {
             EXPECT_LE(usable * 4, size * 5 + 4 * 31) << "size " << size << ": " << usable;
-        } else if (size > 8) {
+        } else {
             EXPECT_LT(usable - size, 16u) << "size " << size << ": " << usable;
+            EXPECT_TRUE(aligned(p, 16)) << size;
         }
         if ((size & (size - 1)) == 0 && size >= 16) {
             EXPECT_TRUE(aligned(p, size < 4096 ? size : 4096)) << size;
@@ -134,7 +135,7 @@ TEST(MallocFamily, SmallSizesRoundToDenseClasses) {
         last = usable;
         M(free)(p);
     }
-    EXPECT_EQ(classes, 33u); // 8, 16, 32 ... 128 by 16, then 4 per doubling to 8192
+    EXPECT_EQ(classes, 32u); // 16, 32 ... 128 by 16, then 4 per doubling to 8192
     // The 1 KiB value with a small header of the in-memory store benchmark.
     void *v = M(malloc)(1024 + 16);
     EXPECT_EQ(M(malloc_usable_size)(v), 1280u);
