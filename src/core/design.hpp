@@ -37,11 +37,12 @@
 //                        take (lock), release (unlock) or reset (in the child) the design's
 //                        global locks (at platform::kForkRankSlabBoot) and one cache's locks (at
 //                        kForkRankCaches, under the cache registry lock), in the lock order.
-//   alloc(s, zero), alloc_fast(s), alloc_node(s, node, zero)
+//   alloc(s, zero), alloc_fast(s, slots), alloc_node(s, node, zero)
 //                        inline: one object (nullptr when memory is short or, for alloc_node, the
-//                        node does not exist); alloc_fast is the fast path alone (nullptr when it
-//                        cannot serve: the caller then calls alloc), for callers with their own
-//                        slow path (malloc).
+//                        node does not exist); alloc_fast is the fast path alone of a static
+//                        cache (open_static), through the per-slot storage it was opened with
+//                        (nullptr when it cannot serve, the cache not opened yet included: the
+//                        caller then takes its slow path), for kmalloc's classes under malloc.
 //   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
 //                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
 //   free_to_slab(s, pg, obj)
@@ -95,10 +96,10 @@ struct design_stats {
 
 template <class D>
 concept slab_design = std::derived_from<typename D::cache_type, cache> &&
-    requires(typename D::cache_type *s, typename D::slot_storage *slots, const cache_args &args,
-             const char **why, page *pg, void *obj, unsigned u, int node, bool flag,
-             unsigned long value, const char *text, char *buf, size_t len, design_stats *st,
-             fork_op op) {
+    requires(typename D::cache_type *s, typename D::slot_storage *slots,
+             const typename D::slot_storage *const_slots, const cache_args &args, const char **why,
+             page *pg, void *obj, unsigned u, int node, bool flag, unsigned long value,
+             const char *text, char *buf, size_t len, design_stats *st, fork_op op) {
     { D::kind } -> std::convertible_to<design>;
     { D::bootstrap() } -> std::same_as<void>;
     { D::create(args, why) } -> std::same_as<typename D::cache_type *>;
@@ -114,7 +115,7 @@ concept slab_design = std::derived_from<typename D::cache_type, cache> &&
     { D::fork_boot(op) } -> std::same_as<void>;
     { D::fork_cache(s, op) } -> std::same_as<void>;
     { D::alloc(s, flag) } -> std::same_as<void *>;
-    { D::alloc_fast(s) } -> std::same_as<void *>;
+    { D::alloc_fast(s, const_slots) } -> std::same_as<void *>;
     { D::alloc_node(s, node, flag) } -> std::same_as<void *>;
     { D::free(s, obj) } -> std::same_as<void>;
     { D::free_to_slab(s, pg, obj) } -> std::same_as<void>;

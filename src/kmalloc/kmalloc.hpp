@@ -56,7 +56,8 @@ SLABKIT_ALWAYS_INLINE constexpr unsigned malloc_class_by_formula(size_t size) {
     const size_t x = size - 1;
     if (x < 128) return static_cast<unsigned>(x >> 4);
     const unsigned lg = floor_log2(x); // 7..12
-    return lg * 4 - 20 + static_cast<unsigned>((x >> (lg - 2)) & 3);
+    // x >> (lg - 2) is the top three bits, 4 + the class within the doubling.
+    return lg * 4 - 24 + static_cast<unsigned>(x >> (lg - 2));
 }
 
 // One design's caches of one table: static descriptors, the design's static per-slot storage
@@ -153,15 +154,17 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
 // queue, SLUB's per-slot freelist), or nullptr (size 0 or above the caches, the class not open
 // yet, nothing there) - alloc() then does the rest. For callers with their own slow path
 // (malloc), whose fast path then needs no frame.
+//
+// It reads the class's static per-slot storage directly (its address is a constant plus the
+// class index, where the descriptor's pointer to it would be one more dependent load) and needs
+// no open check: a class not opened yet has no per-slot structure, so its slot entries are null.
 template <class_table T = class_table::kernel>
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = index_of<T>(size);
         return designs::visit(d, [&](auto ops) -> void * {
             auto &set = detail::set_of<T, decltype(ops)>();
-            if (SLABKIT_LIKELY(set.open[i].load(std::memory_order_acquire)))
-                return ops.alloc_fast(&set.caches[i]);
-            return nullptr;
+            return ops.alloc_fast(&set.caches[i], &set.slots[i]);
         });
     }
     return nullptr;

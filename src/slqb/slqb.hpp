@@ -134,7 +134,7 @@ struct slqb_cache : cache {
     std::atomic<slqb_cpu *> *cpu_slab = nullptr;
     slqb_node *node_slab[platform::kMaxNodes] = {};
     unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
-    bool meta = false; // a bootstrap cache: its per-slot structures are static
+    bool meta = false;     // a bootstrap cache: its per-slot structures are static
     // Bumped by shrink: slots flush their queues at their next slow path when they see it move.
     std::atomic<uint64_t> shrink_gen{0};
     // Work done by threads without a slot, counted with atomic adds.
@@ -198,8 +198,11 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 
 // One object from the slot's queue, or nullptr when the slot has none queued (or no structure
 // for this cache yet): the caller then takes a slow path.
-SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s) {
-    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+// `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
+// classes), whose address the caller knows without loading it from the descriptor.
+SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
+                                             const std::atomic<slqb_cpu *> *cpu_slab) {
+    slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
     slqb_list &l = c->list;
     void *obj = l.freelist.head;
@@ -215,7 +218,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s) {
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
 SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
     if (!zero) {
-        if (void *obj = alloc_from_queue(s); SLABKIT_LIKELY(obj != nullptr)) return obj;
+        if (void *obj = alloc_from_queue(s, s->cpu_slab); SLABKIT_LIKELY(obj != nullptr))
+            return obj;
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
@@ -294,8 +298,8 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slqb_cache *s, bool zero) {
         return slqb::alloc(s, zero);
     }
-    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s) {
-        return slqb::alloc_from_queue(s);
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots) {
+        return slqb::alloc_from_queue(s, slots->data());
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
         return slqb::alloc_node(s, node, zero);

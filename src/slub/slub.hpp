@@ -139,9 +139,9 @@ struct slub_cache : cache {
     // lists under list_lock, as the kernel's debug caches).
     std::atomic<slub_cpu *> *cpu_slab = nullptr;
     slub_node *node_slab[platform::kMaxNodes] = {};
-    unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
-    uint32_t min_partial = 0;       // empty slabs are kept while fewer are partial
-    uint32_t cpu_partial = 0;       // objects a slot's partial chain may hold (0: no chain)
+    unsigned nr_nodes = 0;    // set when the cache is made (zero: static descriptors stay in .bss)
+    uint32_t min_partial = 0; // empty slabs are kept while fewer are partial
+    uint32_t cpu_partial = 0; // objects a slot's partial chain may hold (0: no chain)
     uint32_t cpu_partial_slabs = 0; // DIV_ROUND_UP(2 * cpu_partial, objects)
     bool meta = false;              // a bootstrap cache: no per-slot structures
     // Bumped by shrink: live slots flush their slabs at their next slow path when it moves.
@@ -214,8 +214,10 @@ SLABKIT_NOINLINE void free_checked(slub_cache *s, void *obj);
 // through a tail call whenever anything is unusual.
 
 // One object from the slot's freelist, or nullptr (empty, or no structure for this cache yet).
-SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s) {
-    slub_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+// `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
+// classes), whose address the caller knows without loading it from the descriptor.
+SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
+    slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
     void *obj = c->freelist;
     if (SLABKIT_LIKELY(obj != nullptr)) {
@@ -230,7 +232,7 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s) {
 // the object, so that the fast path stays a pop and a tail call).
 SLABKIT_ALWAYS_INLINE void *alloc(slub_cache *s, bool zero = false) {
     if (!zero) {
-        if (void *obj = alloc_from_cpu(s); SLABKIT_LIKELY(obj != nullptr)) return obj;
+        if (void *obj = alloc_from_cpu(s, s->cpu_slab); SLABKIT_LIKELY(obj != nullptr)) return obj;
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
@@ -297,7 +299,9 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slub_cache *s, bool zero) {
         return slub::alloc(s, zero);
     }
-    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s) { return slub::alloc_from_cpu(s); }
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots) {
+        return slub::alloc_from_cpu(s, slots->data());
+    }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slub_cache *s, int node, bool zero) {
         return slub::alloc_node(s, node, zero);
     }
