@@ -20,9 +20,9 @@
 //                  1000 rounds each [10]: free what the previous thread of the ring handed over,
 //                  allocate a burst of 500 blocks of 16..2048 B (uniform), hand the burst to the
 //                  next thread, sleep 1 ms. Figure: CPU time (the sleeps are not the allocator's).
-//   large-fixed    one 8 MiB block at a time: malloc, write every page, check, free; 60 times [10].
-//   large-2m       the same with 2 MiB blocks, 500 times [10].
-//   large-random   up to 4 live blocks of 1..32 MiB, log-uniform (the size's log2 is uniform
+//   large-fixed    one 8 MiB block at a time: malloc, write every page, check, free; 600 times
+//   [10]. large-2m       the same with 2 MiB blocks, 5000 times [10]. large-random   up to 4 live
+//   blocks of 1..32 MiB, log-uniform (the size's log2 is uniform
 //                  between 0 and 5, times 1 MiB; rounded to 4 KiB), every page written: 200
 //                  mallocs [20], the first 4 fill the slots, each later one replaces a random
 //                  slot's block (checked and freed first).
@@ -439,10 +439,10 @@ const std::vector<pattern> &patterns() {
          "16 threads x 1000 rounds: a burst of 500 blocks of 16..2048 B freed by the "
          "next thread, then 1 ms asleep",
          bursts},
-        {"large-fixed", "8 MiB malloc, every page written, free; 60 times",
-         [](const options &o) { return large_repeat(o, size_t{8} << 20, 60); }},
-        {"large-2m", "2 MiB malloc, every page written, free; 500 times",
-         [](const options &o) { return large_repeat(o, size_t{2} << 20, 500); }},
+        {"large-fixed", "8 MiB malloc, every page written, free; 600 times",
+         [](const options &o) { return large_repeat(o, size_t{8} << 20, 600); }},
+        {"large-2m", "2 MiB malloc, every page written, free; 5000 times",
+         [](const options &o) { return large_repeat(o, size_t{2} << 20, 5000); }},
         {"large-random",
          "up to 4 live blocks of 1..32 MiB (log-uniform), every page written; "
          "200 mallocs",
