@@ -112,7 +112,14 @@ __attribute__((constructor)) void install_fork_hooks() {
         platform::fatal("slabkit: cannot register the page allocator's fork hooks\n");
 }
 
-alignas(page_allocator) unsigned char g_global_storage[sizeof(page_allocator)];
+// The process's allocator: constant-initialized (all zero: .bss), started by global(). In a
+// union so that no destructor runs at exit, while other threads may still allocate.
+union global_holder {
+    page_allocator pa;
+    constexpr global_holder() : pa(page_allocator::static_tag{}) {}
+    ~global_holder() {}
+};
+constinit global_holder g_global_holder;
 std::atomic<page_allocator *> g_global{nullptr};
 platform::mutex g_global_lock;
 
@@ -120,6 +127,10 @@ platform::mutex g_global_lock;
 
 page_allocator::page_allocator(const config &cfg, unsigned nodes)
     : cfg_(cfg), nodes_(nodes), retain_pages_(cfg.retain_pages) {
+    link_instance();
+}
+
+void page_allocator::link_instance() {
     platform::lock_guard guard(g_instances_lock);
     next_instance = g_instances;
     g_instances = this;
@@ -163,7 +174,11 @@ page_allocator &page_allocator::global() {
             platform::print_error("slabkit: page allocator settings: %s; using defaults\n", bad);
             cfg = config{};
         }
-        pa = new (g_global_storage) page_allocator(cfg, platform::numa().nodes);
+        pa = &g_global_holder.pa;
+        pa->cfg_ = cfg;
+        pa->nodes_ = platform::numa().nodes;
+        pa->retain_pages_ = cfg.retain_pages;
+        pa->link_instance();
         g_global.store(pa, std::memory_order_release);
     }
     return *pa;

@@ -149,6 +149,13 @@ class page_allocator {
     uint64_t over_retain_events() const { return over_retain_.load(std::memory_order_relaxed); }
 
     page_allocator(const config &cfg, unsigned nodes);
+    // The process's allocator before global() starts it: constant-initialized, every byte zero,
+    // so that it sits in .bss and costs no memory until its parts are touched (the per-slot
+    // lists of 1024 slots and the zones of 64 nodes are 240 KB; constructing them at run time
+    // wrote, and so made resident, all of it).
+    struct static_tag {};
+    constexpr explicit page_allocator(static_tag) noexcept
+        : cfg_{0, 0, 0, 0, 0, false, 0}, nodes_(0), retain_pages_(0) {}
     ~page_allocator();
     page_allocator(const page_allocator &) = delete;
     page_allocator &operator=(const page_allocator &) = delete;
@@ -203,6 +210,8 @@ class page_allocator {
     page_allocator *next_instance = nullptr;
 
   private:
+    // Registers an allocator among the instances (fork hooks, bad-free diagnosis).
+    void link_instance();
     void *alloc_from_zones(unsigned order, int node, unsigned flags, alloc_failure *why);
     page *carve_fresh(zone &z);
     page *zone_take(zone &z, unsigned order, uint64_t now);
