@@ -60,7 +60,7 @@ uint64_t budget() {
     uint64_t b = g_budget.load(std::memory_order_acquire);
     if (SLABKIT_LIKELY(b != kBudgetUnset)) return b - 1;
     // Racing first callers compute the same values.
-    const uint64_t mb = platform::env_uint("SLABKIT_LARGE_RETAIN_MB", 32, 0, uint64_t{1} << 20);
+    const uint64_t mb = platform::env_uint("SLABKIT_LARGE_RETAIN_MB", 40, 0, uint64_t{1} << 20);
     g_decay_ms = page_allocator::global().settings().decay_ms;
     g_budget.store((mb << 20) + 1, std::memory_order_release);
     return mb << 20;

@@ -7,7 +7,7 @@
 //
 // Reuse: a program that allocates and frees blocks of several MiB over and over would otherwise
 // pay a fresh mapping and a page fault per page every time. Freed blocks are kept, still mapped
-// and resident, within a budget (SLABKIT_LARGE_RETAIN_MB, 32 MiB by default, 0: none; at most
+// and resident, within a budget (SLABKIT_LARGE_RETAIN_MB, 40 MiB by default, 0: none; at most
 // kRetainMax blocks): the newest are kept, the oldest unmapped to make room. An allocation takes
 // the smallest kept block that holds it, keeping its tail beyond the size asked for as a block of
 // its own when that is over 4 MiB (unmapping it otherwise), or grows

@@ -1,5 +1,5 @@
 // Large blocks (kmalloc/large.hpp): blocks above the page allocator's largest order, mapped from
-// the OS, and the freed ones kept for reuse within SLABKIT_LARGE_RETAIN_MB (32 MiB by default;
+// the OS, and the freed ones kept for reuse within SLABKIT_LARGE_RETAIN_MB (40 MiB by default;
 // the LargeNoRetain tests run in a ctest entry of their own with it set to 0).
 #include "kmalloc/large.hpp"
 
@@ -137,7 +137,7 @@ TEST_F(Large, StricterAlignmentIsNeverServedByAMisalignedBlock) {
 TEST_F(Large, BudgetKeepsTheNewestAndNeverMore) {
     const uint64_t budget = large::retain_budget();
     const size_t size = 12 * kMiB;
-    ASSERT_GE(budget, 2 * size) << "the default budget is 32 MiB";
+    ASSERT_GE(budget, 2 * size) << "the default budget is 40 MiB";
     void *blocks[4];
     for (auto &b : blocks) {
         b = large::alloc(size);
