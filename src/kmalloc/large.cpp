@@ -37,7 +37,7 @@ std::atomic<uint64_t> g_kept_bytes{0};
 // kBudgetUnset + value so that 0 can mean "keep nothing").
 constexpr uint64_t kBudgetUnset = 0;
 std::atomic<uint64_t> g_budget{kBudgetUnset};
-uint64_t g_decay_ms = 0;
+std::atomic<uint64_t> g_decay_ms{0}; // written by racing first callers, the same value
 // The page allocator's over_retain_events() at the last free (under g_lock).
 uint64_t g_shrink_seen = 0;
 
@@ -61,7 +61,7 @@ uint64_t budget() {
     if (SLABKIT_LIKELY(b != kBudgetUnset)) return b - 1;
     // Racing first callers compute the same values.
     const uint64_t mb = platform::env_uint("SLABKIT_LARGE_RETAIN_MB", 40, 0, uint64_t{1} << 20);
-    g_decay_ms = page_allocator::global().settings().decay_ms;
+    g_decay_ms.store(page_allocator::global().settings().decay_ms, std::memory_order_relaxed);
     g_budget.store((mb << 20) + 1, std::memory_order_release);
     return mb << 20;
 }
@@ -84,7 +84,8 @@ void select_old(uint64_t before_ms, bool force, unmap_list &out) {
 constexpr size_t kSmallestLarge = kPageSize << kMaxOrder;
 
 uint64_t decay_cutoff(uint64_t now) {
-    return now > g_decay_ms ? now - g_decay_ms : 0;
+    const uint64_t decay = g_decay_ms.load(std::memory_order_relaxed);
+    return now > decay ? now - decay : 0;
 }
 
 size_t slot_of(uintptr_t addr) {
