@@ -10,7 +10,7 @@
 #   4. allocation patterns of real programs (threads trading mixed sizes, bursts with pauses,
 #      large blocks of 2 to 32 MiB, a store of 1 KiB values) under the malloc replacement and
 #      each of those mallocs, time and peak RSS (bench/pattern_ratios.py).
-# Both scripts measure every design of the build by default, so nothing here names a design.
+# Each script measures every design of the build by default, so nothing here names a design.
 # Quick by default (1 min 26 s on the project's 2-CPU machine with two designs, four parts,
 # 2026-12-01);
 # --full: longer runs, 3 rounds, medians, and the full kbuild set over 5 rounds. --no-pages
