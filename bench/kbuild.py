@@ -59,6 +59,8 @@ import sys
 import tempfile
 import time
 
+from peers import PEERS, find_library, log, ratio, shown
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIBRARY = os.path.join(REPO, "build", "release", "libslabkit-malloc.so")
 SOURCE_FOLDERS = ("src", "include", "tests", "bench")  # copied to a snapshot, compiled there
@@ -87,12 +89,6 @@ FULL_EXTRA = [
 ]
 
 # Peers: the library each is preloaded from (None: glibc, no preload), and its Debian package.
-PEERS = {
-    "glibc": (None, "libc6"),
-    "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
-    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
-    "mimalloc": ("libmimalloc.so.2", "libmimalloc2.0"),
-}
 TIME_TOLERANCE = 0.03  # SLQB's time may be up to 3% over the fastest peer's
 
 # Run in a tiny Python process with the environment of a run: prints the shared object whose
@@ -212,9 +208,6 @@ def library_designs(library):
     return designs
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
 
 def translation_units(quick):
     if quick:
@@ -229,13 +222,6 @@ def translation_units(quick):
         sys.exit("kbuild: translation units not found: " + ", ".join(missing))
     return units
 
-
-def find_library(filename):
-    for pattern in ("/usr/lib/*/", "/usr/lib/", "/lib/*/", "/usr/local/lib/"):
-        for path in sorted(glob.glob(pattern + filename)):
-            if os.path.exists(path):
-                return path
-    return None
 
 
 class Allocator:
@@ -436,9 +422,6 @@ def fmt_ratio(r):
     return "-" if r is None else f"{r:.3f}x"
 
 
-def ratio(a, b):
-    return a / b if a is not None and b else None
-
 
 def print_tables(args, allocs, missing, units, stat):
     measured = [a for a in allocs if a.runs and not a.failed]
@@ -515,11 +498,6 @@ def print_tables(args, allocs, missing, units, stat):
               + "; ".join(f"{p}: {why}" for p, why in missing.items()))
     return figures
 
-
-def shown(path):
-    """A path relative to the repository when it is inside it."""
-    rel = os.path.relpath(path, REPO)
-    return path if rel.startswith("..") else rel
 
 
 def main():

@@ -56,7 +56,6 @@ The tables go to stdout; progress to stderr.
 
 import argparse
 import collections
-import glob
 import json
 import os
 import platform
@@ -66,6 +65,8 @@ import subprocess
 import sys
 import time
 
+from peers import PEERS, find_library, log, ratio, shown
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BINARY = os.path.join(REPO, "build", "release", "bench", "pattern_bench")
 DEFAULT_LIBRARY = os.path.join(REPO, "build", "release", "libslabkit-malloc.so")
@@ -73,12 +74,6 @@ DEFAULT_DESIGNS = ["slqb", "slub"]  # when the library cannot be asked for its d
 QUICK_SCALE = 0.25
 
 # Peers: the library each is preloaded from (None: glibc, no preload), and its Debian package.
-PEERS = {
-    "glibc": (None, "libc6"),
-    "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
-    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
-    "mimalloc": ("libmimalloc.so.2", "libmimalloc2.0"),
-}
 # The time figure of a pattern, when it is not the wall time.
 FIGURE = {"bursts": "cpu_s"}
 TIME_BOUND = 1.0  # each design's time <= the fastest peer's
@@ -163,9 +158,6 @@ def parse_args():
     return args
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
 
 def base_env():
     env = dict(os.environ)
@@ -217,13 +209,6 @@ def library_designs(binary, library):
         return list(DEFAULT_DESIGNS)
     return designs
 
-
-def find_library(filename):
-    for pattern in ("/usr/lib/*/", "/usr/lib/", "/lib/*/", "/usr/local/lib/"):
-        for path in sorted(glob.glob(pattern + filename)):
-            if os.path.exists(path):
-                return path
-    return None
 
 
 def exit_words(code):
@@ -405,9 +390,6 @@ def fmt_mib(v):
 def fmt_ratio(r):
     return "-" if r is None else f"{r:.2f}x"
 
-
-def ratio(a, b):
-    return a / b if a is not None and b else None
 
 
 def figure_of(pattern):
@@ -601,11 +583,6 @@ def library_stamp(path):
         return None
     return st.st_size, st.st_mtime
 
-
-def shown(path):
-    """A path relative to the repository when it is inside it."""
-    rel = os.path.relpath(path, REPO)
-    return path if rel.startswith("..") else rel
 
 
 def main():
