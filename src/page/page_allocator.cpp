@@ -35,6 +35,14 @@ page_allocator_config page_allocator_config::from_env() {
                               cfg.pcp_high, cfg.pcp_batch, cfg.pcp_batch);
         cfg.pcp_high = cfg.pcp_batch;
     }
+    cfg.pcp_high_max = static_cast<unsigned>(
+        platform::env_uint("SLABKIT_PCP_HIGH_MAX", uint64_t{4} * cfg.pcp_high, 0, 1u << 20));
+    if (cfg.pcp_high_max != 0 && cfg.pcp_high_max < cfg.pcp_high) {
+        platform::print_error("slabkit: SLABKIT_PCP_HIGH_MAX=%u is below SLABKIT_PCP_HIGH=%u; "
+                              "using %u\n",
+                              cfg.pcp_high_max, cfg.pcp_high, cfg.pcp_high);
+        cfg.pcp_high_max = cfg.pcp_high;
+    }
     cfg.retain_pages =
         platform::env_uint("SLABKIT_RETAIN_KB", cfg.retain_pages * (kPageSize / 1024), 0,
                            uint64_t{1} << 40) /
@@ -52,6 +60,8 @@ const char *page_allocator_config::invalid() const {
     if (pcp_high != 0 && pcp_high < pcp_batch)
         return "pcp_high must be 0 (no per-slot lists) or at least pcp_batch";
     if (pcp_high > (1u << 20)) return "pcp_high must be at most 1048576";
+    if (pcp_high_max != 0 && (pcp_high_max < pcp_high || pcp_high_max > (1u << 20)))
+        return "pcp_high_max must be 0 (fixed at pcp_high) or in pcp_high..1048576";
     if (nodes > platform::kMaxNodes) return "nodes must be at most 64";
     if (decay_ms > 3600u * 1000u) return "decay_ms must be at most one hour";
     return nullptr;

@@ -63,8 +63,14 @@ struct page_allocator_config {
     unsigned decay_ms = 1000;       // free dirty blocks older than this are decommitted
     bool continue_on_error = false; // report bad frees and go on instead of aborting
     unsigned nodes = 0;             // 0: the platform topology's node count
+    // A slot's lists may hold up to this many pages when they cycle more than pcp_high: a list
+    // that had to flush and then had to refill raises its own bound by pcp_batch (the kernel's
+    // per-CPU page list auto-tuning, Linux 6.7); the bound falls back to pcp_high when it has
+    // not grown for decay_ms, and when the slot's lists are drained. 0: fixed at pcp_high.
+    unsigned pcp_high_max = 0;
 
     // Defaults, overridden by SLABKIT_ARENA_MAX_MB, SLABKIT_PCP_BATCH, SLABKIT_PCP_HIGH,
+    // SLABKIT_PCP_HIGH_MAX (default for the process's allocator: 4 x pcp_high),
     // SLABKIT_RETAIN_KB, SLABKIT_DECAY_MS and SLABKIT_CONTINUE_ON_ERROR (0/1).
     static page_allocator_config from_env();
     // A readable reason why a configuration is invalid, or nullptr when it is fine.
@@ -203,6 +209,11 @@ class page_allocator {
         std::atomic<unsigned> node{0};
         // Owner-written counters (plain load+store, no read-modify-write): stats read them racily.
         std::atomic<uint64_t> allocs{0}, frees{0}, refills{0}, flushes{0};
+        // The lists' bound now (0: pcp_high), whether they flushed since their last refill, and
+        // when the bound last grew (page_allocator_config::pcp_high_max). Owner only.
+        uint64_t high = 0;
+        bool flushed = false;
+        uint64_t high_grown_ms = 0;
     };
     void lock_all();
     void unlock_all();
@@ -222,6 +233,8 @@ class page_allocator {
     void pcp_free(unsigned slot, page *pg, unsigned order);
     unsigned pcp_refill(pcp_list &pcp, unsigned order, unsigned node);
     void pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_order);
+    // The slot's bound on the pages its lists hold now (see pcp_high_max).
+    uint64_t pcp_high_of(pcp_list &pcp, uint64_t now);
     static void drain_slot_cb(unsigned slot, void *arg);
     void drain_idle_slots(uint64_t now);
     void merge_and_link(zone &z, page *pg, unsigned order, uint64_t now, bool known_dirty);

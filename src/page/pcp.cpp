@@ -62,16 +62,40 @@ void page_allocator::pcp_free(unsigned slot, page *pg, unsigned order) {
     pcp.pages += size_t{1} << order;
     pcp.count.store(pcp.pages, std::memory_order_relaxed);
     bump(pcp.frees);
-    if (SLABKIT_UNLIKELY(pcp.pages > cfg_.pcp_high)) {
-        pcp_flush(pcp, cfg_.pcp_batch, order);
-        drain_idle_slots(platform::now_coarse_ms());
+    if (SLABKIT_UNLIKELY(pcp.pages > (pcp.high ? pcp.high : cfg_.pcp_high))) {
+        const uint64_t now = platform::now_coarse_ms();
+        if (pcp.pages > pcp_high_of(pcp, now)) {
+            pcp.flushed = true;
+            pcp_flush(pcp, cfg_.pcp_batch, order);
+        }
+        drain_idle_slots(now);
     }
+}
+
+uint64_t page_allocator::pcp_high_of(pcp_list &pcp, uint64_t now) {
+    // A raised bound falls back once it has not had to grow for decay_ms: the slot stopped
+    // cycling that much.
+    if (pcp.high > cfg_.pcp_high &&
+        now - pcp.high_grown_ms > (cfg_.decay_ms ? cfg_.decay_ms : 1000))
+        pcp.high = 0;
+    return pcp.high ? pcp.high : cfg_.pcp_high;
 }
 
 // Takes batch >> order blocks (at least one) of `order` from `node`'s zone, growing it if it is
 // empty. Returns how many were added; 0 when the node has no memory to give.
 unsigned page_allocator::pcp_refill(pcp_list &pcp, unsigned order, unsigned node) {
-    drain_idle_slots(platform::now_coarse_ms());
+    const uint64_t start = platform::now_coarse_ms();
+    drain_idle_slots(start);
+    const uint64_t bound = pcp_high_of(pcp, start); // a stale raised bound falls back here too
+    if (pcp.flushed && cfg_.pcp_high_max > cfg_.pcp_high) {
+        // The lists gave pages back and now need pages again: they cycle more than their bound
+        // lets them keep, so each round trip went through the zone lock. Let them keep a batch
+        // more (up to pcp_high_max).
+        const uint64_t high = bound + cfg_.pcp_batch;
+        pcp.high = high < cfg_.pcp_high_max ? high : cfg_.pcp_high_max;
+        pcp.high_grown_ms = start;
+    }
+    pcp.flushed = false;
     zone &z = zones_[node];
     const unsigned want = cfg_.pcp_batch >> order ? cfg_.pcp_batch >> order : 1;
     page_list &list = pcp.lists[order];
@@ -147,7 +171,10 @@ void page_allocator::pcp_flush(pcp_list &pcp, uint64_t pages, unsigned first_ord
 
 void page_allocator::drain_slot_cb(unsigned slot, void *arg) {
     auto *pa = static_cast<page_allocator *>(arg);
-    pa->pcp_flush(pa->pcp_[slot], UINT64_MAX, 0);
+    pcp_list &pcp = pa->pcp_[slot];
+    pa->pcp_flush(pcp, UINT64_MAX, 0);
+    pcp.high = 0; // drained: back to pcp_high
+    pcp.flushed = false;
 }
 
 // Slots that no thread has taken for decay_ms keep what their last thread parked until someone
@@ -168,7 +195,7 @@ void page_allocator::drain_idle_slots(uint64_t now) {
 
 void page_allocator::drain() {
     unsigned mine = slots::current();
-    if (mine != kNoSlot) pcp_flush(pcp_[mine], UINT64_MAX, 0);
+    if (mine != kNoSlot) drain_slot_cb(mine, this);
     slots::for_each_idle(drain_slot_cb, this);
 }
 

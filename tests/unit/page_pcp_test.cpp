@@ -328,3 +328,95 @@ TEST_F(PageAllocatorPcp, ListHoldsPagesOfOneNode) {
 
 } // namespace
 } // namespace slabkit
+
+namespace slabkit {
+namespace {
+
+using namespace test;
+
+using PageAllocatorPcpHigh = PageAllocatorFixture;
+
+// Rounds of `count` order-0 blocks allocated, then freed: returns the flushes the last round
+// made, and checks that the lists never hold more than `bound` pages.
+uint64_t cycle(page_allocator &pa, unsigned count, unsigned rounds, uint64_t bound) {
+    std::vector<void *> blocks(count);
+    uint64_t last = 0;
+    for (unsigned r = 0; r < rounds; ++r) {
+        const uint64_t before = stats_of(pa).pcp_flushes;
+        for (auto &b : blocks) {
+            b = pa.alloc(0);
+            EXPECT_NE(b, nullptr);
+        }
+        for (void *b : blocks) {
+            pa.free(b, 0);
+            EXPECT_LE(stats_of(pa).in_pcp, bound);
+        }
+        last = stats_of(pa).pcp_flushes - before;
+    }
+    return last;
+}
+
+page_allocator_config auto_tuned(unsigned high_max) {
+    page_allocator_config cfg = small_pcp(); // batch 8, high 32
+    cfg.pcp_high_max = high_max;
+    cfg.decay_ms = 60000; // no fall back during the test unless it asks
+    return cfg;
+}
+
+TEST_F(PageAllocatorPcpHigh, AFixedBoundFlushesEveryRound) {
+    page_allocator &pa = make(auto_tuned(0));
+    EXPECT_GT(cycle(pa, 64, 20, 32 + 8), 0u); // 64 pages cycled through a bound of 32
+    EXPECT_TRUE(valid(pa));
+}
+
+TEST_F(PageAllocatorPcpHigh, ListsThatCycleMoreRaiseTheirBoundUpToTheMax) {
+    page_allocator &pa = make(auto_tuned(128));
+    // Each round that flushed and then refilled raises the bound by a batch (8): from 32 to 64
+    // in four rounds, after which the 64 pages stay on the list.
+    EXPECT_EQ(cycle(pa, 64, 12, 128), 0u);
+    EXPECT_EQ(stats_of(pa).in_pcp, 64u);
+    // More than the max: the bound stops at 128 and the rounds flush again.
+    EXPECT_GT(cycle(pa, 200, 30, 128), 0u);
+    EXPECT_TRUE(valid(pa));
+}
+
+TEST_F(PageAllocatorPcpHigh, DrainPutsTheBoundBack) {
+    page_allocator &pa = make(auto_tuned(128));
+    EXPECT_EQ(cycle(pa, 64, 12, 128), 0u);
+    pa.drain();
+    EXPECT_EQ(stats_of(pa).in_pcp, 0u);
+    // Back at 32: the next round flushes again.
+    EXPECT_GT(cycle(pa, 64, 1, 128), 0u);
+    pa.drain();
+    EXPECT_TRUE(all_merged(stats_of(pa)));
+}
+
+TEST_F(PageAllocatorPcpHigh, ARaisedBoundFallsBackWhenItStopsGrowing) {
+    page_allocator_config cfg = auto_tuned(128);
+    cfg.decay_ms = 50;
+    page_allocator &pa = make(cfg);
+    EXPECT_EQ(cycle(pa, 64, 12, 128), 0u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    // The next refill finds the raised bound stale (it has not grown for decay_ms): back to
+    // 32, and the frees that follow flush down to it.
+    std::vector<void *> blocks(70);
+    const uint64_t flushes = stats_of(pa).pcp_flushes;
+    for (auto &b : blocks) b = pa.alloc(0);
+    for (void *b : blocks) pa.free(b, 0);
+    EXPECT_GT(stats_of(pa).pcp_flushes, flushes);
+    EXPECT_LE(stats_of(pa).in_pcp, 32u + 8u);
+}
+
+TEST(PageAllocatorPcpHighConfig, TheMaxMustBeZeroOrAtLeastHigh) {
+    page_allocator_config cfg = small_pcp();
+    cfg.pcp_high_max = 16; // below pcp_high (32)
+    ASSERT_NE(cfg.invalid(), nullptr);
+    EXPECT_NE(std::string(cfg.invalid()).find("pcp_high_max"), std::string::npos);
+    cfg.pcp_high_max = 0;
+    EXPECT_EQ(cfg.invalid(), nullptr);
+    cfg.pcp_high_max = 32;
+    EXPECT_EQ(cfg.invalid(), nullptr);
+}
+
+} // namespace
+} // namespace slabkit
