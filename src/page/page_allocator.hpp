@@ -5,7 +5,7 @@
 //                order - `dirty` (blocks with pages that may still be resident; newest first) and
 //                `clean` (blocks wholly given back to the OS) - plus the node's chunks and
 //                counters, all under zone::lock.
-//   pcp[slot]    one per slot: lists of free blocks of orders 0..kPcpMaxOrder that only its
+//   pcp[slot]    one per slot: lists of free blocks of orders 0..kPcpMaxOrder (5) that only its
 //                owner touches (no lock), refilled and flushed `batch` pages at a time under the
 //                zone lock, flushed when they hold more than `high` pages (the kernel's per-CPU
 //                page lists, which cover the same orders since Linux 5.13).
@@ -46,8 +46,11 @@ struct alloc_failure {
     int node = 0;
 };
 
-// Orders served by the per-slot lists (the kernel's PAGE_ALLOC_COSTLY_ORDER).
-inline constexpr unsigned kPcpMaxOrder = 3;
+// Orders served by the per-slot lists: 0..5. The kernel's lists stop at PAGE_ALLOC_COSTLY_ORDER
+// (3); the malloc family asks often for blocks of 32 to 128 KiB (orders 4 and 5), which would
+// otherwise take the zone lock each time, and the lists' bound counts pages, not blocks, so the
+// larger orders park no more memory.
+inline constexpr unsigned kPcpMaxOrder = 5;
 inline constexpr unsigned kPcpOrders = kPcpMaxOrder + 1;
 
 enum alloc_flags : unsigned {

@@ -1,5 +1,5 @@
 // pcp.cpp - per-slot lists of free blocks of orders 0..kPcpMaxOrder (the kernel's per-CPU
-// pages, which hold the same orders since Linux 5.13).
+// pages, which hold orders 0..3 since Linux 5.13; here up to 5, see page_allocator.hpp).
 //
 // Fast path: pop or push at the front of the calling slot's list for the order - no lock, no
 // atomic read-modify-write (the counters are owner-written with a plain load and store). The

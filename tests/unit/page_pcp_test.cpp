@@ -58,7 +58,9 @@ TEST_F(PageAllocatorPcp, AllocsRefillInBatches) {
 // Orders 1..kPcpMaxOrder have per-slot lists too: a refill brings batch >> order blocks (at
 // least one), the blocks keep their tails while parked, and `high` counts pages of all orders.
 TEST_F(PageAllocatorPcp, HigherOrdersRefillInBatchesAndKeepTails) {
-    page_allocator &pa = make(small_pcp()); // batch 8, high 32
+    page_allocator_config cfg = small_pcp(); // batch 8
+    cfg.pcp_high = 64;                       // two blocks of the largest order fit
+    page_allocator &pa = make(cfg);
     for (unsigned order = 1; order <= kPcpMaxOrder; ++order) {
         SCOPED_TRACE(order);
         const uint64_t per_refill = (8u >> order) ? (8u >> order) : 1u;
@@ -221,10 +223,12 @@ TEST_F(PageAllocatorPcp, SlotsIdleForDecayMsAreDrainedBySlowPaths) {
             for (void *p : pages) pa.free(p, 0);
         }).join();
         ASSERT_EQ(stats_of(pa).in_pcp, 8u);
-        // Slow paths of this thread (order 4 has no per-slot list) after the slot has idled.
+        // Slow paths of this thread (an order above kPcpMaxOrder has no per-slot list) after
+        // the slot has idled.
+        constexpr unsigned kUnlisted = kPcpMaxOrder + 1;
         for (int round = 0; round < 50 && stats_of(pa).in_pcp != 0; ++round) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            pa.free(pa.alloc(4), 4);
+            pa.free(pa.alloc(kUnlisted), kUnlisted);
         }
         page_stats st = stats_of(pa);
         if (decay_ms) {
