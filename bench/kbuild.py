@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 
-from peers import PEERS, find_library, log, ratio, shown
+from peers import PEERS, locate_peers, log, ratio, shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LIBRARY = os.path.join(REPO, "build", "release", "libslabkit-malloc.so")
@@ -293,15 +293,11 @@ def plan(args):
                           "'print(open(\"/proc/self/maps\").read())')")
             continue
         allocs.append(alloc)
-    for peer in args.allocators:
-        filename, package = PEERS[peer]
+    found, not_installed = locate_peers(args.allocators)
+    missing.update(not_installed)
+    for peer, path in found:
         env = base_env()
-        path = None
-        if filename:
-            path = find_library(filename)
-            if not path:
-                missing[peer] = f"{filename} not found (install {package}: scripts/deps.sh)"
-                continue
+        if path:
             env["LD_PRELOAD"] = path
         alloc = Allocator(peer, path, env)
         why = check_preload(alloc)

@@ -65,7 +65,7 @@ import subprocess
 import sys
 import time
 
-from peers import PEERS, find_library, log, ratio, shown
+from peers import PEERS, locate_peers, log, ratio, shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BINARY = os.path.join(REPO, "build", "release", "bench", "pattern_bench")
@@ -273,15 +273,11 @@ def plan(args):
                           f"{shlex.join(alloc.setting() + [args.binary, '--which-malloc'])}")
             continue
         allocs.append(alloc)
-    for peer in args.peers:
-        filename, package = PEERS[peer]
+    found, not_installed = locate_peers(args.peers)
+    missing.update(not_installed)
+    for peer, path in found:
         env = base_env()
-        path = None
-        if filename:
-            path = find_library(filename)
-            if not path:
-                missing[peer] = f"{filename} not found (install {package}: scripts/deps.sh)"
-                continue
+        if path:
             env["LD_PRELOAD"] = path
         alloc = Allocator(peer, path, env)
         got, why = which_malloc(args.binary, env)

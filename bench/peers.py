@@ -30,6 +30,20 @@ def find_library(filename):
     return None
 
 
+def locate_peers(names):
+    """[(peer, library path or None for glibc)] for the peers whose library is installed, and
+    {peer: why it is missing} for the others."""
+    found, missing = [], {}
+    for peer in names:
+        filename, package = PEERS[peer]
+        path = find_library(filename) if filename else None
+        if filename and not path:
+            missing[peer] = f"{filename} not found (install {package}: scripts/deps.sh)"
+            continue
+        found.append((peer, path))
+    return found, missing
+
+
 def shown(path):
     """A path relative to the repository when it is inside it."""
     rel = os.path.relpath(path, REPO)
