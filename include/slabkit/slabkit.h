@@ -184,6 +184,11 @@ struct slabkit_cache_stats {
     uint64_t tunables[4];
     /* The "tunables <limit> <batchcount> <sharedfactor>" columns of the slabinfo line. */
     uint64_t slabinfo_tunables[3];
+    /* The "slabdata <active_slabs> <num_slabs> <sharedavail>" columns: slabs with an object out
+     * (SLAB keeps free slabs; the other designs count every slab) and objects in the shared
+     * arrays (SLAB's only). */
+    uint64_t active_slabs;
+    uint64_t shared_avail;
 };
 
 /* Number of live caches. */

@@ -50,6 +50,8 @@ void api::fill_stats(const cache *c, slabkit_cache_stats *out) {
     out->slabinfo_tunables[0] = st.slabinfo_tunables[0];
     out->slabinfo_tunables[1] = st.slabinfo_tunables[1];
     out->slabinfo_tunables[2] = st.slabinfo_tunables[2];
+    out->active_slabs = st.slabs > st.free_slabs ? st.slabs - st.free_slabs : 0;
+    out->shared_avail = st.shared_avail;
 }
 
 namespace {
@@ -82,8 +84,8 @@ void slabinfo_line_of(text_out &out, const cache *c) {
     api::fill_stats(c, &st);
     slabinfo_line(out, slabinfo_row{c->name, st.active_objects, st.objects, c->size, c->objects,
                                     uint64_t{1} << c->order, st.slabinfo_tunables[0],
-                                    st.slabinfo_tunables[1], st.slabinfo_tunables[2], st.slabs,
-                                    st.slabs, 0});
+                                    st.slabinfo_tunables[1], st.slabinfo_tunables[2],
+                                    st.active_slabs, st.slabs, st.shared_avail});
 }
 
 double mib(uint64_t bytes) {

@@ -115,7 +115,9 @@ void compute_object_layout(cache *c, freeptr_place place) {
     }
     size_t size =
         align_up(c->object_size < sizeof(void *) ? sizeof(void *) : c->object_size, sizeof(void *));
-    if (c->ctor || (c->flags & kPoison)) {
+    if (place == freeptr_place::none) {
+        c->offset = 0;
+    } else if (c->ctor || (c->flags & kPoison)) {
         // Constructed state must survive while the object is free (and a poisoned free object
         // is all poison): the link goes after it.
         c->offset = static_cast<uint32_t>(size);
@@ -187,6 +189,13 @@ bool set_slab_order(cache *c, unsigned order, uint64_t slabs_held, const char **
     }
     apply_order(c, order);
     return true;
+}
+
+void mark_slab(cache *c, page *pg, unsigned colour) {
+    pg->owner.store(c, std::memory_order_relaxed);
+    pg->priv[2] = colour;
+    pg->aux = 0;
+    pg->set_state(pg->flags() | PG_slab);
 }
 
 void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1) {

@@ -156,8 +156,10 @@ struct order_policy {
 
 // Where a free object keeps its free pointer when nothing forces it outside the object (a
 // constructor, poisoning): its first word (SLQB, SLAB), or the word at the middle of the object
-// (SLUB since Linux 5.7: a small overflow from the object before does not reach it).
-enum class freeptr_place : uint8_t { start, middle };
+// (SLUB since Linux 5.7: a small overflow from the object before does not reach it); `none`
+// for a design that keeps its free objects' indices outside them (SLAB's index arrays): no free
+// pointer, so a constructor's state needs no extra word.
+enum class freeptr_place : uint8_t { start, middle, none };
 
 // Fills the object layout of c (size, offset, inuse, align and the division constants) from its
 // object_size, align, flags and ctor.
@@ -250,6 +252,9 @@ SLABKIT_ALWAYS_INLINE void set_freepointer(const cache *c, void *obj, void *next
     *reinterpret_cast<void **>(static_cast<char *>(obj) + c->offset) = next;
 }
 
+// Marks a freshly allocated block as a slab of c whose first object is `colour` bytes in: its
+// owner, colour offset and PG_slab (set last). The design fills priv[0..1] before.
+void mark_slab(cache *c, page *pg, unsigned colour);
 // Marks a freshly allocated block as a slab of c and links its objects in address order into
 // its freelist, running the constructor on each. colour: offset of the first object. priv[1] is
 // set to `priv1` (the design's).

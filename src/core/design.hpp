@@ -92,6 +92,10 @@ struct design_stats {
     uint64_t tunables[kMaxTunables] = {};
     // The "tunables <limit> <batchcount> <sharedfactor>" columns of /proc/slabinfo.
     uint64_t slabinfo_tunables[3] = {};
+    // The slabdata columns: slabs with no object out (SLAB's free list; active_slabs is slabs
+    // less these) and objects in shared arrays.
+    uint64_t free_slabs = 0;
+    uint64_t shared_avail = 0;
 };
 
 template <class D>

@@ -49,14 +49,17 @@ struct wrong_validate_ops : complete_ops {
 static_assert(slab_design<complete_ops>);
 static_assert(!slab_design<no_fork_ops>, "a design without fork_cache must not build");
 static_assert(!slab_design<wrong_validate_ops>, "validate must return the problem count");
-static_assert(slab_design<slqb::ops> && slab_design<slub::ops>);
+static_assert(slab_design<slqb::ops> && slab_design<slub::ops> && slab_design<slab::ops>);
 
 TEST(Designs, ListNamesEveryDesign) {
-    EXPECT_STREQ(design_names(), "slqb slub");
+    EXPECT_STREQ(design_names(), "slqb slub slab");
     design d;
     ASSERT_TRUE(parse_design("slub", &d));
     EXPECT_EQ(d, design::slub);
     EXPECT_STREQ(design_name(d), "slub");
+    ASSERT_TRUE(parse_design("slab", &d));
+    EXPECT_EQ(d, design::slab);
+    EXPECT_STREQ(design_name(d), "slab");
     EXPECT_FALSE(parse_design("slab-of-the-future", &d));
 }
 
@@ -65,7 +68,7 @@ TEST(Designs, ListNamesEveryDesign) {
 TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
     std::vector<std::pair<void *, design>> blocks;
     for (int round = 0; round < 3; ++round) {
-        for (design d : {design::slqb, design::slub}) {
+        for (design d : {design::slqb, design::slub, design::slab}) {
             for (size_t size : {8, 24, 100, 200, 700, 3000, 8192}) {
                 void *p = kmalloc::alloc(d, size, false, kAnyNode);
                 ASSERT_NE(p, nullptr);
@@ -87,7 +90,7 @@ TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
               "kmalloc-64");
     for (auto &b : blocks) kmalloc::free(b.first);
     designs::trim_all();
-    for (design d : {design::slqb, design::slub}) {
+    for (design d : {design::slqb, design::slub, design::slab}) {
         for (unsigned i = 0; i < kmalloc::kNrClasses; ++i) {
             cache *k = kmalloc::cache_for(d, i);
             ASSERT_NE(k, nullptr);

@@ -1,0 +1,312 @@
+// slab_alloc.cpp - SLAB's allocation slow paths: growing a slab, refilling a slot's array from
+// the shared array or the slabs, objects straight from a node's slabs (another node asked for,
+// bootstrap caches, threads without a slot), the slot's array itself, and the per-slot reaper.
+#include "core/trimmer.hpp"
+#include "page/page_allocator.hpp"
+#include "slab/slab_internal.hpp"
+
+#include <new>
+
+namespace slabkit::slab {
+
+namespace {
+
+// Refill batches of an array not touched since the reaper last looked stay this small
+// (the kernel's BATCHREFILL_LIMIT).
+constexpr uint32_t kBatchRefillLimit = 16;
+
+unsigned caller_node(slab_kmem_cache *s) {
+    if (!s->numa) return 0;
+    const platform::topology &topo = platform::numa();
+    unsigned cpu = platform::current_cpu();
+    return cpu < topo.cpus ? topo.cpu_node[cpu] % s->nr_nodes : 0;
+}
+
+// The trim epoch each slot last reaped its arrays at.
+uint64_t g_reap_seen[kMaxSlots];
+
+struct reap_visit {
+    unsigned slot;
+};
+
+void reap_slot_of_cache(cache *c, void *arg) {
+    if (c->kind != design::slab) return;
+    auto *s = static_cast<slab_kmem_cache *>(c);
+    if (s->meta || s->dead) return;
+    unsigned slot = static_cast<reap_visit *>(arg)->slot;
+    if (slab_cpu *cpu = s->cpu_cache[slot].load(std::memory_order_relaxed)) reap_cpu(s, cpu);
+}
+
+// The per-slot half of the reaper (the kernel's cache_reap on each CPU): when the trim epoch
+// moved since this slot last looked, each of its arrays in every SLAB cache gives back a fifth
+// of its limit unless it was used since. Skipped (to be done at a later slow path) while
+// another thread holds the cache registry.
+void maybe_reap_slot(unsigned slot) {
+    uint64_t epoch = trimmer::epoch();
+    if (SLABKIT_LIKELY(g_reap_seen[slot] == epoch)) return;
+    deferred_release defer; // slabs emptied under the registry lock go back after it
+    platform::mutex &reg = registry::lock();
+    if (!reg.try_lock()) return;
+    g_reap_seen[slot] = epoch;
+    reap_visit v{slot};
+    registry::for_each_locked(reap_slot_of_cache, &v);
+    reg.unlock();
+}
+
+// A slot's array remade for the cache's tunables now: its objects go back, it is freed and a
+// new one made. Under the cache registry lock (statistics readers walk the arrays under it);
+// when it is busy the slot keeps its array until a later slow path.
+slab_cpu *remake_cpu(slab_kmem_cache *s, unsigned slot, slab_cpu *c) {
+    deferred_release defer;
+    platform::mutex &reg = registry::lock();
+    if (!reg.try_lock()) return c;
+    drain_cpu(s, c, true);
+    for (unsigned i = 0; i < NR_STATS; ++i) s->shared_stats[i].add_shared(c->stats[i].get());
+    s->cpu_cache[slot].store(nullptr, std::memory_order_release);
+    c->~slab_cpu();
+    free_meta(c);
+    reg.unlock();
+    return get_cpu(s, slot);
+}
+
+} // namespace
+
+slab_cpu *maintain(slab_kmem_cache *s, unsigned slot, slab_cpu *c) {
+    uint64_t gen = s->shrink_gen.load(std::memory_order_relaxed);
+    if (SLABKIT_UNLIKELY(gen != c->shrink_seen)) {
+        c->shrink_seen = gen;
+        drain_cpu(s, c, true);
+    }
+    if (SLABKIT_UNLIKELY(c->tune_seen != s->tune_gen.load(std::memory_order_acquire))) {
+        c = remake_cpu(s, slot, c);
+        if (!c) return nullptr;
+    }
+    maybe_reap_slot(slot);
+    return c;
+}
+
+namespace {
+
+// cache_alloc_refill: the slot's array is empty. Up to batchcount objects (16 if the array was
+// not touched lately) from the node's shared array, else from its partial then free slabs; else
+// a new slab. Returns one object (the rest stay in the array), or nullptr.
+void *refill(slab_kmem_cache *s, slab_cpu *c) {
+    count(s, c, ALLOCMISS);
+    uint32_t batch = c->ac.batchcount;
+    if (!c->ac.touched && batch > kBatchRefillLimit) batch = kBatchRefillLimit;
+    if (batch > c->ac.limit) batch = c->ac.limit;
+    slab_node *n = s->node_slab[c->node];
+    uint32_t avail = c->ac.count();
+    {
+        platform::lock_guard guard(n->list_lock);
+        if (n->shared && n->shared->ac.count()) {
+            uint32_t moved =
+                transfer_objects(c->ac, c->entry(), n->shared->ac, n->shared->entry(), batch);
+            n->shared->ac.touched = 1;
+            count(s, c, SHARED_ALLOC, moved);
+            avail = c->ac.count();
+            batch = 0;
+        }
+        uint32_t taken = 0;
+        while (batch > 0) {
+            page *pg = n->slabs_partial.first;
+            if (!pg) {
+                pg = n->slabs_free.first;
+                if (!pg) break;
+                n->free_touched = true;
+            }
+            while (slab_active(pg) < s->objects && batch > 0) {
+                c->entry()[avail++] = slab_get_obj(s, pg);
+                ++taken;
+                --batch;
+            }
+            fix_slab_list(n, pg, s->objects);
+        }
+        if (taken) {
+            n->free_objects.fetch_sub(taken, std::memory_order_relaxed);
+            count(s, c, ALLOCS, taken);
+            c->ac.set_count(avail);
+        }
+    }
+    if (avail == 0) {
+        // Nothing on the node: grow (no lock held: the page allocator may take its time).
+        trimmer::maybe_run();
+        page *pg = grow_begin(s, static_cast<int>(c->node));
+        if (!pg) {
+            count(s, c, ERRORS);
+            return nullptr;
+        }
+        uint32_t want = batch ? batch : 1;
+        while (slab_active(pg) < s->objects && want-- > 0)
+            c->entry()[avail++] = slab_get_obj(s, pg);
+        count(s, c, ALLOCS, avail);
+        // The array's count moves with the slab's joining its node, under the lock: a fork
+        // sees both or neither.
+        slab_node *gn = node_of(s, pg); // the page allocator may have fallen back to another node
+        platform::lock_guard guard(gn->list_lock);
+        grow_end(s, gn, pg, c);
+        c->ac.set_count(avail);
+    }
+    c->ac.touched = 1;
+    c->ac.set_count(avail - 1);
+    return c->entry()[avail - 1];
+}
+
+} // namespace
+
+// ---- growing ------------------------------------------------------------------------------
+
+page *grow_begin(slab_kmem_cache *s, int node) {
+    void *mem = page_allocator::global().alloc(s->order, node, 0);
+    if (!mem) return nullptr;
+    page *pg = virt_to_page(mem);
+    slab_node *n = node_of(s, pg);
+    // Colouring: each new slab of a node starts its objects one colour step further, cycling
+    // through the slab's leftover, so that the slabs' first objects fall on different cache
+    // sets.
+    unsigned colours = s->colour_off ? s->colour_range / s->colour_off : 0;
+    unsigned colour = 0;
+    if (colours > 0) {
+        // Racy between growers of one node, as the kernel's: a colour used twice is harmless.
+        colour = n->colour_next.load(std::memory_order_relaxed) % colours;
+        n->colour_next.store(colour + 1 < colours ? colour + 1 : 0, std::memory_order_relaxed);
+    }
+    unsigned offset = colour * s->colour_off;
+    char *base = static_cast<char *>(mem) + offset;
+    freelist_idx *fl = nullptr;
+    switch (s->place) {
+    case freelist_place::objfreelist:
+        fl = reinterpret_cast<freelist_idx *>(base + uint64_t{s->objects - 1} * s->size);
+        break;
+    case freelist_place::off_slab:
+        fl = static_cast<freelist_idx *>(alloc_meta(s->freelist_size, node));
+        if (!fl) {
+            page_allocator::global().free(mem, s->order);
+            return nullptr;
+        }
+        break;
+    case freelist_place::on_slab:
+        fl = reinterpret_cast<freelist_idx *>(static_cast<char *>(mem) + (kPageSize << s->order) -
+                                              s->freelist_size);
+        break;
+    }
+    // The objects in address order: allocation hands them out first to last.
+    for (uint32_t i = 0; i < s->objects; ++i) {
+        if (s->ctor) s->ctor(base + uint64_t{i} * s->size);
+        fl[i] = static_cast<freelist_idx>(i);
+    }
+    pg->priv[0] = reinterpret_cast<uintptr_t>(fl);
+    set_slab_active(pg, 0);
+    mark_slab(s, pg, offset);
+    return pg;
+}
+
+void grow_end(slab_kmem_cache *s, slab_node *n, page *pg, slab_cpu *actor) {
+    n->total_slabs.fetch_add(1, std::memory_order_relaxed);
+    uint32_t active = slab_active(pg);
+    if (active == 0)
+        list_add(n, pg, kOnFree, true);
+    else
+        list_add(n, pg, active == s->objects ? kOnFull : kOnPartial, false);
+    n->free_objects.fetch_add(s->objects - active, std::memory_order_relaxed);
+    count(s, actor, GROWN);
+}
+
+// ---- objects straight from a node's slabs -----------------------------------------------------
+
+void *alloc_single(slab_kmem_cache *s, int node) {
+    unsigned first = node == kAnyNode ? caller_node(s) : static_cast<unsigned>(node);
+    slab_node *n = s->node_slab[first];
+    {
+        platform::lock_guard guard(n->list_lock);
+        page *pg = n->slabs_partial.first;
+        if (!pg) {
+            pg = n->slabs_free.first;
+            if (pg) n->free_touched = true;
+        }
+        if (pg) {
+            void *obj = slab_get_obj(s, pg);
+            fix_slab_list(n, pg, s->objects);
+            n->free_objects.fetch_sub(1, std::memory_order_relaxed);
+            count(s, nullptr, ALLOCS);
+            count(s, nullptr, NODEALLOCS);
+            return obj;
+        }
+    }
+    page *pg = grow_begin(s, static_cast<int>(first));
+    if (!pg) {
+        count(s, nullptr, ERRORS);
+        return nullptr;
+    }
+    void *obj = slab_get_obj(s, pg);
+    count(s, nullptr, ALLOCS);
+    count(s, nullptr, NODEALLOCS);
+    n = node_of(s, pg);
+    platform::lock_guard guard(n->list_lock);
+    grow_end(s, n, pg, nullptr);
+    return obj;
+}
+
+// ---- the slot's array -----------------------------------------------------------------------
+
+slab_cpu *get_cpu(slab_kmem_cache *s, unsigned slot) {
+    slab_cpu *c = s->cpu_cache[slot].load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(c) || s->meta) return c;
+    uint32_t limit = s->limit;
+    void *mem = alloc_meta(sizeof(slab_cpu) + sizeof(void *) * limit, kAnyNode);
+    if (!mem) return nullptr;
+    c = new (mem) slab_cpu();
+    c->ac.limit = limit;
+    c->ac.batchcount = s->batchcount;
+    c->node = s->numa ? slots::node_of(slot) % s->nr_nodes : 0;
+    c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
+    c->tune_seen = s->tune_gen.load(std::memory_order_acquire);
+    s->cpu_cache[slot].store(c, std::memory_order_release);
+    return c;
+}
+
+void drain_cpu(slab_kmem_cache *s, slab_cpu *c, bool to_slabs) {
+    flush_bottom(s, c, c->ac.count(), !to_slabs);
+}
+
+void reap_cpu(slab_kmem_cache *s, slab_cpu *c) {
+    if (c->ac.touched) {
+        c->ac.touched = 0;
+        return;
+    }
+    uint32_t avail = c->ac.count();
+    if (!avail) return;
+    uint32_t nr = (c->ac.limit + 4) / 5;
+    if (nr > avail) nr = (avail + 1) / 2;
+    flush_bottom(s, c, nr, false);
+}
+
+void *alloc_slow(slab_kmem_cache *s, unsigned slot, int node, bool zero) {
+    if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
+        return nullptr; // no such node
+    void *obj = nullptr;
+    if (s->meta) {
+        obj = alloc_single(s, node);
+    } else {
+        if (slot == kNoSlot) slot = slots::current();
+        slab_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
+        if (c) c = maintain(s, slot, c);
+        if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->node)) {
+            // No array, or another node asked for: one object straight from that node's slabs
+            // (____cache_alloc_node).
+            obj = alloc_single(s, node);
+        } else if (uint32_t avail = c->ac.count(); avail > 0) {
+            // A zeroing allocation with objects in the array.
+            count(s, c, ALLOCHIT);
+            c->ac.touched = 1;
+            c->ac.set_count(avail - 1);
+            obj = c->entry()[avail - 1];
+        } else {
+            obj = refill(s, c);
+        }
+    }
+    if (obj && zero) memset(obj, 0, s->object_size);
+    return obj;
+}
+
+} // namespace slabkit::slab
