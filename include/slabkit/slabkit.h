@@ -1,7 +1,7 @@
 /* slabkit.h - slabkit's C API: object caches (kmem_cache), kmalloc, statistics.
  *
  * Every function is thread-safe. The allocator behind the API is the process's design, chosen
- * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, or "slub");
+ * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, "slub" or "slab");
  * an unknown name is reported on stderr and the process exits with status 1 at its first call.
  *
  * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
@@ -63,7 +63,7 @@ typedef struct kmem_cache slabkit_cache;
  * aborts instead). */
 SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
                                                 unsigned flags, void (*ctor)(void *));
-/* The same in a named design ("slqb", "slub"); NULL, with a line on stderr naming the designs,
+/* The same in a named design ("slqb", "slub", "slab"); NULL, with a line on stderr naming the designs,
  * if the design is unknown. Every call on a cache goes to its own design, so one process can hold
  * caches of every design and compare them. */
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
@@ -173,12 +173,14 @@ struct slabkit_cache_stats {
     unsigned hiwater, freebatch; /* SLQB tunables (0 for other designs) */
     /* Event counters; names as the design's own statistics (for SLQB: ALLOC, ALLOC_SLAB_FILL,
      * ALLOC_SLAB_NEW, FREE, FREE_REMOTE, FLUSH_FREE_LIST, ...; for SLUB: ALLOC_FASTPATH,
-     * ALLOC_SLOWPATH, FREE_FASTPATH, FREE_SLOWPATH, FREE_FROZEN, ...). */
+     * ALLOC_SLOWPATH, FREE_FASTPATH, FREE_SLOWPATH, FREE_FROZEN, ...; for SLAB: ALLOCHIT,
+     * ALLOCMISS, FREEHIT, FREEMISS, ALLOCS, FREES, GROWN, REAPED, ...). */
     unsigned nr_counters;
     const char *counter_names[24];
     uint64_t counters[24];
     /* The design's tunables, by the names slabkit_cache_tune takes ("order", and for SLQB
-     * "hiwater", "freebatch"; for SLUB "min_partial", "cpu_partial"), with their values now. */
+     * "hiwater", "freebatch"; for SLUB "min_partial", "cpu_partial"; for SLAB "limit",
+     * "batchcount", "shared"), with their values now. */
     unsigned nr_tunables;
     const char *tunable_names[4];
     uint64_t tunables[4];
@@ -223,7 +225,7 @@ SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
  * allocates. */
 SLABKIT_API void slabkit_print_stats(int fd);
 
-/* The process's design ("slqb" or "slub"). */
+/* The process's design ("slqb", "slub" or "slab"). */
 SLABKIT_API const char *slabkit_allocator(void);
 /* Designs this build has, separated by spaces. */
 SLABKIT_API const char *slabkit_designs(void);

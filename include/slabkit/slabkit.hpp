@@ -3,7 +3,7 @@
 //   slabkit::cache<T>           a typed object cache that owns a slabkit_cache: create() builds a
 //                               T in an object of the cache, destroy() runs ~T and frees it. In
 //                               the process's design, or in a design named by a tag
-//                               (slabkit::slqb_design, slabkit::slub_design) so that one
+//                               (slabkit::slqb_design, slub_design, slab_design) so that one
 //                               program can hold caches of every design.
 //   slabkit::allocator<T>       a standard allocator over kmalloc (containers: vector, map, ...).
 //   slabkit::memory_resource    a std::pmr::memory_resource over kmalloc;
@@ -51,13 +51,14 @@ namespace slabkit {
 
 // ---- designs -----------------------------------------------------------------------------------
 
-// Names a design for cache<T>: slabkit::slqb_design, slabkit::slub_design, or
+// Names a design for cache<T>: slabkit::slqb_design, slabkit::slub_design, slabkit::slab_design, or
 // design_tag{"name"} for a name read at run time (slabkit_designs() lists this build's).
 struct design_tag {
     const char *name;
 };
 inline constexpr design_tag slqb_design{"slqb"};
 inline constexpr design_tag slub_design{"slub"};
+inline constexpr design_tag slab_design{"slab"};
 
 namespace detail {
 

@@ -24,10 +24,12 @@ namespace slabkit::designs {
 SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_CHECK)
 #undef SLABKIT_DESIGN_CHECK
 
-// f(ops) for design d's interface type (e.g. slqb::ops), returning what f returns.
+// f(ops) for design d's interface type (e.g. slqb::ops), returning what f returns. The first
+// design of the list (SLQB, the default) is tested first: with three designs or more, the
+// compiler would otherwise put it behind the others' compares on every call.
 template <class F>
 SLABKIT_ALWAYS_INLINE decltype(auto) visit(design d, F &&f) {
-    switch (d) {
+    switch (static_cast<design>(__builtin_expect(static_cast<long>(d), 0))) {
 #define SLABKIT_DESIGN_CASE(name)                                                                  \
     case design::name:                                                                             \
         return f(name::ops{});

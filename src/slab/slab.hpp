@@ -96,7 +96,7 @@ enum class freelist_place : uint8_t { objfreelist, off_slab, on_slab };
 // A LIFO stack of object pointers; the entries follow the structure that holds it. `avail` is
 // atomic only so that statistics may read it from other threads; its writers (the owner, or the
 // holder of the lock that guards the array) use plain loads and stores.
-struct array_cache {
+struct alignas(alignof(void *)) array_cache {
     std::atomic<uint32_t> avail{0};
     uint32_t limit = 0;
     uint32_t batchcount = 0;
@@ -133,6 +133,10 @@ struct alien_cache {
     array_cache ac;
     void **entry() { return reinterpret_cast<void **>(this + 1); }
 };
+// The entries that follow these structures are pointers: they must start aligned.
+static_assert(sizeof(slab_cpu) % alignof(void *) == 0 &&
+              sizeof(shared_array) % alignof(void *) == 0 &&
+              sizeof(alien_cache) % alignof(void *) == 0);
 
 struct alignas(kCacheLine) slab_node {
     platform::mutex list_lock;

@@ -57,8 +57,11 @@ TEST(AdaptorCache, CachesOfEveryDesignInOneProgram) {
     counted::reset();
     slabkit::cache<counted> a(slabkit::slqb_design, "adaptor-in-slqb");
     slabkit::cache<counted> b(slabkit::slub_design, "adaptor-in-slub");
+    slabkit::cache<int> s(slabkit::slab_design, "adaptor-in-slab");
     EXPECT_EQ(a.design_name(), "slqb");
     EXPECT_EQ(b.design_name(), "slub");
+    EXPECT_EQ(s.design_name(), "slab");
+    s.destroy(s.create(3));
     std::vector<counted *> in_a, in_b;
     for (int i = 0; i < 500; ++i) {
         in_a.push_back(a.create(i, "a"));
