@@ -161,8 +161,8 @@ struct slab_kmem_cache : cache {
     std::atomic<slab_cpu *> *cpu_cache = nullptr;
     slab_node *node_slab[platform::kMaxNodes] = {};
     unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
-    freelist_place place = freelist_place::on_slab;
-    uint32_t freelist_size = 0; // bytes of a slab's index array
+    freelist_place place = freelist_place::objfreelist; // zero: static descriptors stay in .bss
+    uint32_t freelist_size = 0;                         // bytes of a slab's index array
     // The tunables (the kernel's limit, batchcount, shared), and a generation bumped by every
     // change: a slot remakes its array at its next slow path when it moves.
     uint32_t limit = 0;
@@ -274,9 +274,21 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_
     return c->entry()[avail - 1];
 }
 
+// Allocates one object (zeroed when `zero`: the slow path pops the array and clears it).
+// Written out rather than over alloc_from_array: an entry is never null, and testing the popped
+// pointer again would cost the fast path two instructions.
 SLABKIT_ALWAYS_INLINE void *alloc(slab_kmem_cache *s, bool zero = false) {
-    if (!zero) {
-        if (void *obj = alloc_from_array(s->cpu_cache); SLABKIT_LIKELY(obj != nullptr)) return obj;
+    if (SLABKIT_LIKELY(!zero)) {
+        slab_cpu *c = s->cpu_cache[slots::index()].load(std::memory_order_relaxed);
+        if (SLABKIT_LIKELY(c != nullptr)) {
+            uint32_t avail = c->ac.count();
+            if (SLABKIT_LIKELY(avail != 0)) {
+                c->ac.set_count(avail - 1);
+                c->ac.touched = 1;
+                c->stats[ALLOCHIT].add();
+                return c->entry()[avail - 1];
+            }
+        }
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }

@@ -140,19 +140,19 @@ void flush_bottom(slab_kmem_cache *s, slab_cpu *c, uint32_t nr, bool to_shared) 
     release_chain chain;
     {
         platform::lock_guard guard(n->list_lock);
-        uint32_t moved = 0;
-        if (to_shared && n->shared) {
+        uint32_t room = to_shared && n->shared ? n->shared->ac.limit - n->shared->ac.count() : 0;
+        if (room) {
+            // The cold end of the slot's array goes on top of the shared one: as many as fit,
+            // and no more this time (cache_flusharray), so objects stay in arrays while the
+            // shared one has room.
             array_cache &sh = n->shared->ac;
-            uint32_t room = sh.limit - sh.count();
-            moved = nr < room ? nr : room;
-            if (moved) {
-                // The cold end of the slot's array goes on top of the shared one.
-                memcpy(n->shared->entry() + sh.count(), c->entry(), sizeof(void *) * moved);
-                sh.set_count(sh.count() + moved);
-                count(s, c, SHARED_FREE, moved);
-            }
+            if (nr > room) nr = room;
+            memcpy(n->shared->entry() + sh.count(), c->entry(), sizeof(void *) * nr);
+            sh.set_count(sh.count() + nr);
+            count(s, c, SHARED_FREE, nr);
+        } else {
+            free_block(s, n, c->entry(), nr, chain, c);
         }
-        if (moved < nr) free_block(s, n, c->entry() + moved, nr - moved, chain, c);
         // Still under the lock: a fork (which takes it first) never catches the objects both
         // back on their slabs and in the array, where the child's trims would free them twice.
         memmove(c->entry(), c->entry() + nr, sizeof(void *) * (avail - nr));

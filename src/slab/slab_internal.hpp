@@ -67,8 +67,9 @@ void release(slab_kmem_cache *s, release_chain &chain);
 // returns how many.
 uint32_t transfer_objects(array_cache &to, void **to_entry, array_cache &from, void **from_entry,
                           uint32_t max);
-// Under nothing: `nr` entries from the bottom (cold end) of a slot's array back to node n's
-// slabs (or, when `to_shared`, to its shared array while it has room), the rest shifted down.
+// Under nothing: `nr` entries from the bottom (cold end) of a slot's array back to its node's
+// slabs, or, when `to_shared` and the node's shared array has room, as many of them as fit into
+// it instead; the rest of the array shifted down.
 void flush_bottom(slab_kmem_cache *s, slab_cpu *c, uint32_t nr, bool to_shared);
 // Under its lock: an alien cache's objects to node `node` (its shared array first, then its
 // slabs); emptied slabs go on chain, to be released once the alien lock is dropped.
