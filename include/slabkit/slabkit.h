@@ -1,8 +1,8 @@
 /* slabkit.h - slabkit's C API: object caches (kmem_cache), kmalloc, statistics.
  *
  * Every function is thread-safe. The allocator behind the API is the process's design, chosen
- * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, "slub" or
- * "slab"); an unknown name is reported on stderr and the process exits with status 1 at its first
+ * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, "slub",
+ * "slab" or "slob"); an unknown name is reported on stderr and the process exits with status 1 at its first
  * call.
  *
  * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
@@ -64,7 +64,7 @@ typedef struct kmem_cache slabkit_cache;
  * aborts instead). */
 SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
                                                 unsigned flags, void (*ctor)(void *));
-/* The same in a named design ("slqb", "slub", "slab"); NULL, with a line on stderr naming the
+/* The same in a named design ("slqb", "slub", "slab", "slob"); NULL, with a line on stderr naming the
  * designs, if the design is unknown. Every call on a cache goes to its own design, so one process
  * can hold caches of every design and compare them. */
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
@@ -226,7 +226,7 @@ SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
  * allocates. */
 SLABKIT_API void slabkit_print_stats(int fd);
 
-/* The process's design ("slqb", "slub" or "slab"). */
+/* The process's design ("slqb", "slub", "slab" or "slob"). */
 SLABKIT_API const char *slabkit_allocator(void);
 /* Designs this build has, separated by spaces. */
 SLABKIT_API const char *slabkit_designs(void);

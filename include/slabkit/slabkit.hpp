@@ -51,7 +51,7 @@ namespace slabkit {
 
 // ---- designs -----------------------------------------------------------------------------------
 
-// Names a design for cache<T>: slabkit::slqb_design, slabkit::slub_design, slabkit::slab_design, or
+// Names a design for cache<T>: slabkit::slqb_design, slub_design, slab_design, slob_design, or
 // design_tag{"name"} for a name read at run time (slabkit_designs() lists this build's).
 struct design_tag {
     const char *name;
@@ -59,6 +59,7 @@ struct design_tag {
 inline constexpr design_tag slqb_design{"slqb"};
 inline constexpr design_tag slub_design{"slub"};
 inline constexpr design_tag slab_design{"slab"};
+inline constexpr design_tag slob_design{"slob"};
 
 namespace detail {
 

@@ -98,6 +98,19 @@ struct design_stats {
     uint64_t shared_avail = 0;
 };
 
+// Optional: a design that serves kmalloc itself, not through kmalloc's class caches (SLOB: a
+// size header before each block, as the kernel's SLOB kept it), declares
+// `static constexpr bool own_kmalloc = true` and offers
+//   kmalloc(size, align, zero, node)   a block of size bytes (size + 2 x align below a page),
+//   aligned
+//                                      to align (8 or more), or nullptr;
+//   usable_size(s, p)                  ksize of p, an object start of a slab page of s.
+// Everything else about kmalloc (sizes of a page or more, kfree's dispatch) stays kmalloc's.
+template <class D>
+inline constexpr bool own_kmalloc_v = requires {
+    requires D::own_kmalloc;
+};
+
 template <class D>
 concept slab_design = std::derived_from<typename D::cache_type, cache> &&
     requires(typename D::cache_type *s, typename D::slot_storage *slots,

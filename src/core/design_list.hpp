@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#define SLABKIT_DESIGN_LIST(X) X(slqb) X(slub) X(slab)
+#define SLABKIT_DESIGN_LIST(X) X(slqb) X(slub) X(slab) X(slob)
 
 namespace slabkit {
 

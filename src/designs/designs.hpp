@@ -10,6 +10,7 @@
 #include "core/design.hpp"
 #include "core/design_list.hpp"
 #include "slab/slab.hpp"
+#include "slob/slob.hpp"
 #include "slqb/slqb.hpp"
 #include "slub/slub.hpp"
 

@@ -136,9 +136,41 @@ cache *cache_for(design d, unsigned i, class_table t) {
                                     : cache_of_table<class_table::malloc>(d, i);
 }
 
+namespace {
+// The alignment every block has (slabkit.h): malloc's always 16 (max_align_t); kmalloc's 8, and
+// 16 from 16 bytes up. Power-of-two sizes are naturally aligned on top of it (the design's
+// kmalloc).
+size_t table_align(class_table t, size_t size) {
+    return t == class_table::malloc || size >= 16 ? 16 : kMinAlign;
+}
+// A block from a design's own kmalloc (SLOB's) when it serves `size` at `align`: *served says so.
+void *own_kmalloc(design d, size_t size, size_t align, bool zero, int node, bool *served) {
+    return designs::visit(d, [&](auto ops) -> void * {
+        if constexpr (own_kmalloc_v<decltype(ops)>) {
+            // Header, size and the rounding to the alignment must fit a page wherever the
+            // alignment puts the block.
+            if (align < kPageSize / 4 && size < kPageSize - 2 * align) {
+                *served = true;
+                return ops.kmalloc(size, align, zero, node);
+            }
+        }
+        *served = false;
+        return nullptr;
+    });
+}
+bool has_own_kmalloc(design d) {
+    return designs::visit(d, [](auto ops) { return own_kmalloc_v<decltype(ops)>; });
+}
+} // namespace
+
 void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int node) {
     if (size == 0) return kZeroSizePtr;
-    if (size <= kMaxCacheSize) {
+    if (has_own_kmalloc(d)) {
+        // SLOB: blocks with a size header below a page; a page or more from the page allocator.
+        bool served;
+        void *p = own_kmalloc(d, size, table_align(t, size), zero, node, &served);
+        if (served) return p;
+    } else if (size <= kMaxCacheSize) {
         cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)
                                             : cache_for(d, malloc_class_of(size), t);
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
@@ -152,7 +184,12 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
 
 void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
     const size_t n = size < align ? align : size;
-    if (n <= kMaxCacheSize && align <= kPageSize) {
+    if (has_own_kmalloc(d)) {
+        bool served;
+        void *p =
+            own_kmalloc(d, size, align < kMinAlign ? kMinAlign : align, zero, kAnyNode, &served);
+        if (served) return p;
+    } else if (n <= kMaxCacheSize && align <= kPageSize) {
         // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16,
         // so a stricter alignment takes the next class (128, 256).
         unsigned i = class_of(n);
@@ -166,6 +203,11 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
         return page_allocator::global().alloc(order, kAnyNode, zero ? kZero : 0u);
     }
     return large::alloc(size, align, zero);
+}
+
+void detail::bad_block(void *p, const char *caller) {
+    report_bad_free(caller, nullptr, p,
+                    "not a block kmalloc handed out (no valid size header before it)");
 }
 
 // Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
@@ -183,7 +225,12 @@ void detail::free_slow(void *p, const char *caller) {
         if (SLABKIT_LIKELY(st & PG_slab)) {
             cache *c = slab_cache(pg);
             if (SLABKIT_LIKELY(is_object_start(c, pg, p)))
-                return designs::visit(c, [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
+                return designs::visit(c, [&](auto ops, auto *s) {
+                    if constexpr (own_kmalloc_v<decltype(ops)>) {
+                        if (ops.usable_size(s, p) == 0) return bad_block(p, caller);
+                    }
+                    ops.free_to_slab(s, pg, p);
+                });
         } else if ((st & PG_head) && page_to_virt(pg) == p) {
             return page_allocator::global().free(p);
         }
@@ -200,9 +247,12 @@ size_t usable_size(const void *p) {
     if (pg) {
         uint32_t st = pg->flags();
         if (st & PG_slab) {
-            const cache *c = slab_cache(pg);
+            cache *c = slab_cache(pg);
             if (!is_object_start(c, pg, p)) return 0;
-            return c->ctor ? c->offset : c->size;
+            return designs::visit(c, [&](auto ops, auto *s) -> size_t {
+                if constexpr (own_kmalloc_v<decltype(ops)>) return ops.usable_size(s, p);
+                return c->ctor ? c->offset : c->size;
+            });
         }
         if ((st & PG_head) && page_to_virt(pg) == p) return kPageSize << (st & PG_order_mask);
         return 0;

@@ -107,6 +107,8 @@ SLABKIT_ALWAYS_INLINE auto &set_of() {
 void *alloc_slow(design d, class_table t, size_t size, bool zero, int node);
 // `caller` names the entry point in a bad-free report ("kfree", "free", ...).
 void free_slow(void *p, const char *caller);
+// Reports p, on a slab page of a design with its own kmalloc, as no block of it.
+SLABKIT_COLD void bad_block(void *p, const char *caller);
 } // namespace detail
 
 // The kernel table's class index serving `size` (1..kMaxCacheSize).
@@ -140,6 +142,8 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
         unsigned i = index_of<T>(size);
         void *p;
         bool open = designs::visit(d, [&](auto ops) {
+            // A design with its own kmalloc (SLOB) is served on the slow path.
+            if constexpr (own_kmalloc_v<decltype(ops)>) return false;
             auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
             p = ops.alloc(&set.caches[i], zero);
@@ -179,7 +183,14 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     page *pg = slab_page_check<true>(nullptr, p, &owner);
     if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
     // The block's design is its slab's cache's: objects of several designs may meet here.
-    return designs::visit(owner, [&](auto ops, auto *s) { ops.free_to_slab(s, pg, p); });
+    return designs::visit(owner, [&](auto ops, auto *s) {
+        if constexpr (own_kmalloc_v<decltype(ops)>) {
+            // A design with its own kmalloc (SLOB's size headers): a block it does not know is
+            // reported here, naming the caller.
+            if (SLABKIT_UNLIKELY(ops.usable_size(s, p) == 0)) return detail::bad_block(p, caller);
+        }
+        ops.free_to_slab(s, pg, p);
+    });
 }
 
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the

@@ -45,6 +45,9 @@ class CacheDeathTest : public DesignTest {
 };
 
 TEST_P(CacheDeathTest, FreeIntoTheWrongCacheNamesBothCachesAndTheAddress) {
+    if (GetParam() == "slob")
+        GTEST_SKIP() << "SLOB's objects share pages with every cache and carry no owner: a free "
+                        "into the wrong cache is caught only when it overlaps a free block";
     slabkit_cache *a = create(name("dwa"), 64);
     slabkit_cache *b = create(name("dwb"), 64);
     ASSERT_TRUE(a && b);
@@ -96,6 +99,8 @@ TEST_P(CacheDeathTest, FreeOfAPointerNeverAllocated) {
 }
 
 TEST_P(CacheDeathTest, BulkFreeOfABadPointer) {
+    if (GetParam() == "slob")
+        GTEST_SKIP() << "SLOB's objects carry no owner (see FreeIntoTheWrongCache...)";
     slabkit_cache *a = create(name("dbulka"), 32);
     slabkit_cache *b = create(name("dbulkb"), 32);
     ASSERT_TRUE(a && b);
@@ -133,7 +138,10 @@ TEST_F(KmallocDeathTest, KfreeOfBadPointers) {
     EXPECT_DEATH(slabkit_kfree(heap.get()), kHex);
     auto *p = static_cast<unsigned char *>(slabkit_kmalloc(100, 0));
     ASSERT_NE(p, nullptr);
-    EXPECT_DEATH(slabkit_kfree(p + 1), "kmalloc-128.*" + kHex + "|" + kHex + ".*kmalloc-128");
+    // The report names the block's cache: SLOB has none per size, its pages are one arena's.
+    const std::string owner =
+        std::string(slabkit_allocator()) == "slob" ? "slob-pages" : "kmalloc-128";
+    EXPECT_DEATH(slabkit_kfree(p + 1), owner + ".*" + kHex + "|" + kHex + ".*" + owner);
     EXPECT_DEATH(slabkit_kfree(p + 16), kHex);
     slabkit_kfree(p);
     auto *big = static_cast<unsigned char *>(slabkit_kmalloc(100000, 0));
@@ -166,6 +174,12 @@ TEST_P(DestroyLive, ReportsEveryLiveObjectAndKeepsThemUsable) {
     slabkit_cache_destroy(c);
     std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find(nm), std::string::npos) << err;
+    if (GetParam() == "slob") {
+        // SLOB counts a cache's live objects but cannot list them: its blocks record no owner.
+        EXPECT_NE(err.find("10 object(s) still allocated"), std::string::npos) << err;
+        EXPECT_NE(err.find("cannot list them"), std::string::npos) << err;
+        live.clear(); // nothing more to check against the report
+    }
     for (void *p : live) EXPECT_NE(err.find(addr_text(p)), std::string::npos) << p << "\n" << err;
     for (void *p : freed) {
         if (std::find(live.begin(), live.end(), p) != live.end()) continue;
@@ -214,7 +228,10 @@ TEST_P(DestroyLive, ManyLiveObjectsInSeveralSlabs) {
     std::string err = ::testing::internal::GetCapturedStderr();
     size_t reported = 0;
     for (void *p : live) reported += err.find(addr_text(p)) != std::string::npos;
-    EXPECT_EQ(reported, live.size()) << err;
+    if (GetParam() == "slob") // counted, not listed (see above)
+        EXPECT_NE(err.find("100 object(s) still allocated"), std::string::npos) << err;
+    else
+        EXPECT_EQ(reported, live.size()) << err;
     for (size_t i = 0; i < live.size(); ++i) fill(live[i], 256, i);
     for (size_t i = 0; i < live.size(); ++i) EXPECT_TRUE(holds(live[i], 256, i));
 }
@@ -251,10 +268,15 @@ TEST_P(ContinueOnError, BadFreesAreReportedAndIgnored) {
     ASSERT_NE(obj, nullptr);
     fill(obj, kSize, 1);
 
-    std::string err = reported([&] { slabkit_cache_free(b, obj); });
-    EXPECT_NE(err.find(name("cea")), std::string::npos) << err;
-    EXPECT_NE(err.find(name("ceb")), std::string::npos) << err;
-    EXPECT_NE(err.find(addr_text(obj)), std::string::npos) << err;
+    std::string err;
+    // (SLOB's objects carry no owner: a free into another cache of the same size goes through,
+    // see CacheDeathTest.FreeIntoTheWrongCache...)
+    if (GetParam() != "slob") {
+        err = reported([&] { slabkit_cache_free(b, obj); });
+        EXPECT_NE(err.find(name("cea")), std::string::npos) << err;
+        EXPECT_NE(err.find(name("ceb")), std::string::npos) << err;
+        EXPECT_NE(err.find(addr_text(obj)), std::string::npos) << err;
+    }
 
     err = reported([&] { slabkit_cache_free(a, obj + 1); });
     EXPECT_NE(err.find(name("cea")), std::string::npos) << err;

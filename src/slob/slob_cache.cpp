@@ -1,0 +1,429 @@
+// slob_cache.cpp - SLOB's caches and kmalloc over its blocks: the arena, create, destroy (leaks
+// counted, and listed where SLOB can find them), object allocation with constructors run on
+// each, kmalloc with its size header, ksize, statistics, the invariant checker and fork.
+#include "core/report.hpp"
+#include "core/slabinfo.hpp"
+#include "page/page_allocator.hpp"
+#include "slob/slob_internal.hpp"
+
+#include <cstring>
+#include <new>
+
+namespace slabkit::slob {
+
+const char *const kStatNames[NR_STATS] = {
+    "PAGES_SMALL", "PAGES_MEDIUM", "PAGES_LARGE",  "PAGES_FULL",    "FREE_UNITS",
+    "ALLOCS",      "FREES",        "SEARCH_PAGES", "SEARCH_BLOCKS", "SEARCH_FAILS",
+    "MERGES",      "NEW_PAGES",    "PAGES_FREED",  "BIG_ALLOCS",
+};
+static_assert(NR_STATS <= design_stats::kMaxCounters);
+
+namespace {
+
+slob_cache g_arena;
+std::atomic<bool> g_booted{false};
+platform::mutex g_boot_lock;
+
+// The kmalloc header: the block's usable size and a check word, in the 8 bytes before it.
+struct kmalloc_header {
+    uint32_t size;
+    uint32_t check;
+};
+constexpr size_t kHeader = sizeof(kmalloc_header);
+uint32_t check_of(const void *p, uint32_t size) {
+    return size ^ static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) >> 3) ^ 0x5105b10cu;
+}
+
+unsigned order_for(size_t size) {
+    unsigned order = 0;
+    while ((kPageSize << order) < size) ++order;
+    return order;
+}
+
+bool big(const slob_cache *s) {
+    return s->size >= kPageSize;
+}
+
+// A block from the lists, adding a page when none has room (the page allocator is called with
+// the lock dropped, as the kernel's slob_alloc does).
+void *block(size_t bytes, size_t align, size_t align_offset, int node) {
+    {
+        platform::lock_guard guard(lock());
+        if (void *b = block_alloc(bytes, align, align_offset, node)) return b;
+        count(SEARCH_FAILS);
+    }
+    void *mem = page_allocator::global().alloc(0, node, 0);
+    if (!mem) return nullptr;
+    platform::lock_guard guard(lock());
+    add_page(mem, bytes);
+    void *b = block_alloc(bytes, align, align_offset, node == kAnyNode ? kAnyNode : node);
+    return b;
+}
+
+void give_back(void *b, size_t bytes, const char *op, const cache *c, const void *obj) {
+    void *page_out = nullptr;
+    free_error err;
+    {
+        platform::lock_guard guard(lock());
+        err = block_free(b, bytes, &page_out);
+    }
+    if (page_out) release_page(page_out);
+    if (err == free_error::overlaps_free_block)
+        report_bad_free(op, c, obj, "it overlaps a free block of its page (a double free?)");
+    else if (err == free_error::past_the_page)
+        report_bad_free(op, c, obj, "a block of that size would run past its page");
+}
+
+void setup(slob_cache *s, const cache_args &args) {
+    s->object_size = static_cast<uint32_t>(args.size);
+    s->align = static_cast<uint32_t>(args.align);
+    s->flags = args.flags;
+    s->ctor = args.ctor;
+    s->kind = design::slob;
+    strncpy(s->name, args.name, kNameMax - 1);
+    compute_object_layout(s, freeptr_place::none);
+    // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
+    // takes, or one page's worth of smaller objects (their pages are shared: the figures are the
+    // pages their bytes fill).
+    s->order = static_cast<uint8_t>(big(s) ? order_for(s->size) : 0);
+    s->objects = big(s) ? 1 : static_cast<uint32_t>(kPageSize / s->size);
+}
+
+} // namespace
+
+slob_cache &arena() {
+    return g_arena;
+}
+
+void bootstrap() {
+    if (SLABKIT_LIKELY(g_booted.load(std::memory_order_acquire))) return;
+    platform::lock_guard guard(g_boot_lock);
+    if (g_booted.load(std::memory_order_relaxed)) return;
+    // The arena names itself as every SLOB page's owner: kfree's check of a block (an address
+    // of a slab page, a multiple of 8 from its start) passes for any 8-aligned block, which is
+    // then SLOB's to check against its header.
+    char name[kNameMax];
+    internal_cache_name(design::slob, "slob-pages", name, sizeof name);
+    setup(&g_arena, cache_args{name, kMinAlign, kMinAlign, 0, nullptr});
+    apply_order(&g_arena, 0);
+    g_arena.arena = true;
+    registry::add_internal(&g_arena);
+    g_booted.store(true, std::memory_order_release);
+}
+
+// ---- caches -----------------------------------------------------------------------------------
+
+bool open_static(slob_cache *s, slot_storage *, const cache_args &args, const char **) {
+    bootstrap();
+    setup(s, args);
+    registry::add_internal(s);
+    return true;
+}
+
+slob_cache *create(const cache_args &args, const char **why) {
+    bootstrap();
+    void *mem = block(sizeof(slob_cache), alignof(slob_cache), 0, kAnyNode);
+    if (!mem) {
+        if (why) *why = "out of memory for the cache descriptor";
+        return nullptr;
+    }
+    auto *s = new (mem) slob_cache();
+    setup(s, args);
+    if (!registry::add(s, why)) {
+        s->~slob_cache();
+        give_back(s, sizeof(slob_cache), "kmem_cache_create", nullptr, s);
+        return nullptr;
+    }
+    return s;
+}
+
+void destroy(slob_cache *s) {
+    if (!s || s->dead || s->arena) return;
+    registry::remove(s);
+    uint64_t live;
+    {
+        platform::lock_guard guard(lock());
+        live = s->live;
+    }
+    if (live == 0) {
+        s->~slob_cache();
+        give_back(s, sizeof(slob_cache), "kmem_cache_destroy", nullptr, s);
+        return;
+    }
+    // SLOB's small objects share pages with every other cache and kmalloc, and a block records
+    // nothing of its owner: the cache counts its live objects, so the leak is reported by count.
+    // Objects of a page or more have pages of their own, owned by the cache: those are listed.
+    uint64_t listed = 0;
+    if (big(s)) {
+        struct walk {
+            slob_cache *s;
+            uint64_t *listed;
+        } w{s, &listed};
+        for_each_slab_in_arena(
+            s,
+            [](page *pg, void *arg) {
+                auto *wk = static_cast<walk *>(arg);
+                report("kmem_cache_destroy(%s): object %p is still allocated", wk->s->name,
+                       page_to_virt(pg));
+                ++*wk->listed;
+            },
+            &w);
+    }
+    report("kmem_cache_destroy(%s): %llu object(s) still allocated%s; the cache's memory is kept",
+           s->name, static_cast<unsigned long long>(live),
+           listed ? ""
+                  : " (SLOB shares its pages between caches and records no owner per block, so "
+                    "it counts them but cannot list them)");
+    s->dead = true;
+}
+
+size_t reclaim(slob_cache *s) {
+    // Nothing to give back: a SLOB page goes back the moment its last block is freed. What the
+    // cache holds is its own pages (objects of a page or more: one "slab" each), or its live
+    // objects' share of shared pages, counted here as the pages their bytes fill.
+    if (!s || s->arena) return 0;
+    platform::lock_guard guard(lock());
+    if (big(s)) return s->live;
+    return (s->live * s->size + kPageSize - 1) / kPageSize;
+}
+
+bool tune(slob_cache *, const char *name, unsigned long, const char **why) {
+    (void)name;
+    *why = "SLOB has no tunables (no slabs, no per-slot queues)";
+    return false;
+}
+
+bool set_order(slob_cache *, unsigned, const char **why) {
+    *why = "SLOB has no slabs: objects under a page share pages, larger ones take whole pages";
+    return false;
+}
+
+// ---- objects ---------------------------------------------------------------------------------
+
+void *alloc(slob_cache *s, int node, bool zero) {
+    if (node != kAnyNode &&
+        (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
+        return nullptr;
+    void *obj;
+    if (big(s)) {
+        obj = page_allocator::global().alloc(order_for(s->size), node, 0);
+        if (!obj) return nullptr;
+        page *pg = virt_to_page(obj);
+        pg->priv[0] = pg->priv[1] = 0;
+        mark_slab(s, pg, 0);
+        platform::lock_guard guard(lock());
+        count(BIG_ALLOCS);
+    } else {
+        obj = block(s->size, s->align, 0, node);
+        if (!obj) return nullptr;
+    }
+    {
+        platform::lock_guard guard(lock());
+        ++s->live;
+        s->stats[ALLOCS].add();
+    }
+    if (zero)
+        memset(obj, 0, s->object_size);
+    else if (s->ctor)
+        s->ctor(obj); // SLOB constructs on every allocation
+    return obj;
+}
+
+namespace {
+
+void free_big(slob_cache *s, page *pg, void *obj) {
+    clear_slab(pg);
+    page_allocator::global().free(obj, pg->order());
+    platform::lock_guard guard(lock());
+    --s->live;
+    s->stats[FREES].add();
+}
+
+void free_small(slob_cache *s, void *obj) {
+    void *page_out = nullptr;
+    free_error err;
+    {
+        platform::lock_guard guard(lock());
+        err = block_free(obj, s->size, &page_out);
+        if (err == free_error::none) {
+            --s->live;
+            s->stats[FREES].add();
+        }
+    }
+    if (page_out) release_page(page_out);
+    if (err == free_error::overlaps_free_block)
+        report_bad_free("kmem_cache_free", s, obj,
+                        "it overlaps a free block of its page (a double free?)");
+    else if (err == free_error::past_the_page)
+        report_bad_free("kmem_cache_free", s, obj, "an object there would run past its page");
+}
+
+} // namespace
+
+void free(slob_cache *s, void *obj) {
+    if (!obj) return;
+    page *pg = slab_page_of(obj);
+    char what[256];
+    if (big(s)) {
+        if (pg && slab_cache(pg) == static_cast<cache *>(s) && page_to_virt(pg) == obj)
+            return free_big(s, pg, obj);
+    } else if (pg && slab_cache(pg) == static_cast<cache *>(&g_arena) &&
+               reinterpret_cast<uintptr_t>(obj) % s->align == 0) {
+        return free_small(s, obj);
+    }
+    report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
+}
+
+void free_to_slab(slob_cache *s, page *pg, void *obj) {
+    if (!s->arena) return free_big(s, pg, obj); // kfree of an object of a page or more
+    // A kmalloc block: its header says how big.
+    auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(obj) - kHeader);
+    if ((reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1)) < kHeader ||
+        h->check != check_of(obj, h->size) || h->size == 0 || h->size + kHeader > kPageSize) {
+        report_bad_free("kfree", nullptr, obj,
+                        "not a kmalloc block of a SLOB page (no valid size header before it)");
+        return;
+    }
+    size_t size = h->size;
+    h->check = 0; // a second kfree of it fails the header check
+    give_back(h, size + kHeader, "kfree", nullptr, obj);
+}
+
+// ---- kmalloc ---------------------------------------------------------------------------------
+
+void *kmalloc(size_t size, size_t align, bool zero, int node) {
+    bootstrap();
+    if (node != kAnyNode &&
+        (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
+        return nullptr;
+    // Power-of-two sizes are naturally aligned, as the kernel's SLOB aligned them.
+    if ((size & (size - 1)) == 0 && size > align) align = size;
+    // A block is the header and the size, rounded up so that the next block can start where
+    // this one ends and still be aligned (at 16: one 8-byte header past a multiple of 16).
+    // Without it, every block of an odd size leaves an unusable hole in front of the next one,
+    // and the pages fill with holes that every search walks.
+    size_t bytes = size + kHeader;
+    if (align <= 16) bytes = (bytes + align - 1) & ~(align - 1);
+    void *b = block(bytes, align, kHeader, node);
+    if (!b) return nullptr;
+    auto *h = static_cast<kmalloc_header *>(b);
+    void *p = static_cast<char *>(b) + kHeader;
+    // The header keeps the usable size: what was asked for and the rounding after it.
+    h->size = static_cast<uint32_t>(bytes - kHeader);
+    h->check = check_of(p, h->size);
+    if (zero) memset(p, 0, size);
+    return p;
+}
+
+size_t usable_size(const slob_cache *s, const void *p) {
+    if (!s->arena) return s->size;
+    const auto *h =
+        reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader);
+    if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader ||
+        h->check != check_of(p, h->size))
+        return 0;
+    return h->size;
+}
+
+// ---- statistics -----------------------------------------------------------------------------
+
+void statistics(slob_cache *s, design_stats *out) {
+    out->nr_counters = NR_STATS;
+    out->counter_names = kStatNames;
+    platform::lock_guard guard(lock());
+    for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = s->stats[i].get();
+    if (s->arena) {
+        page_walk w;
+        walk_lists(&w);
+        uint64_t pages = s->stats[NEW_PAGES].get() - s->stats[PAGES_FREED].get();
+        out->counters[PAGES_SMALL] = w.per_list[0];
+        out->counters[PAGES_MEDIUM] = w.per_list[1];
+        out->counters[PAGES_LARGE] = w.per_list[2];
+        out->counters[PAGES_FULL] = pages > w.listed ? pages - w.listed : 0;
+        out->counters[FREE_UNITS] = w.free_units;
+        (void)pages; // in the counters: the caches' lines count the pages their objects fill
+        return;
+    }
+    // A cache's "slabs": the pages its live objects fill (whole pages each for objects of a
+    // page or more), so that slabs x objects per slab bounds its live objects.
+    out->slabs = big(s) ? s->live : (s->live + s->objects - 1) / s->objects;
+    out->objects = out->slabs * s->objects;
+    out->active_objects = s->live;
+}
+
+// ---- the invariant checker ------------------------------------------------------------------
+
+namespace {
+
+struct checker {
+    text_out out;
+    unsigned problems = 0;
+    uint64_t pages = 0, free_units = 0;
+    void fail(const char *what, const void *where) {
+        if (problems++ < 8) out.printf("slob: %s (%p)\n", what, where);
+    }
+    void check_page(page *pg) {
+        ++pages;
+        auto *base = static_cast<slobidx *>(page_to_virt(pg));
+        auto units = static_cast<unsigned>(pg->priv[1]);
+        auto *s = reinterpret_cast<slobidx *>(pg->priv[0]);
+        if (units == 0) {
+            if (s) fail("a full page keeps a free list", base);
+            if (pg->aux & 0xff) fail("a full page is on a list", base);
+            return;
+        }
+        if (!(pg->aux & 0xff)) fail("a page with free units is on no list", base);
+        if (units >= kPageUnits) fail("a page all free was kept", base);
+        unsigned seen = 0, blocks = 0, largest = 0;
+        slobidx *prev_end = nullptr;
+        while (s && blocks++ <= kPageUnits) {
+            if (s < base || s >= base + kPageUnits) {
+                fail("a free block outside its page", s);
+                return;
+            }
+            int u = s[0] > 0 ? s[0] : 1;
+            slobidx *next = base + (s[0] < 0 ? -s[0] : s[1]);
+            if (prev_end && s < prev_end)
+                fail("free blocks out of address order or overlapping", s);
+            if (prev_end && s == prev_end) fail("two free blocks side by side (not merged)", s);
+            seen += static_cast<unsigned>(u);
+            if (static_cast<unsigned>(u) > largest) largest = static_cast<unsigned>(u);
+            prev_end = s + u;
+            if (next <= s || next > base + kPageUnits) {
+                fail("a free block's next offset goes backwards or past the page", s);
+                return;
+            }
+            if (next == base + kPageUnits) break;
+            s = next;
+        }
+        if (seen != units) fail("a page's free units differ from its free blocks", base);
+        if ((pg->aux >> 8) < largest)
+            fail("a page's largest-block bound is below its largest free block", base);
+        free_units += seen;
+    }
+};
+
+} // namespace
+
+unsigned validate(slob_cache *, char *report, size_t size) {
+    checker ck{text_out{report, size}};
+    if (report && size) report[0] = '\0';
+    platform::lock_guard guard(lock());
+    for_each_slab_in_arena(
+        &g_arena, [](page *pg, void *arg) { static_cast<checker *>(arg)->check_page(pg); }, &ck);
+    page_walk w;
+    walk_lists(&w);
+    if (w.free_units != ck.free_units)
+        ck.fail("the lists' free units differ from the pages'", &g_arena);
+    uint64_t pages = g_arena.stats[NEW_PAGES].get() - g_arena.stats[PAGES_FREED].get();
+    if (pages != ck.pages) ck.fail("the page count differs from the pages in the arena", &g_arena);
+    return ck.problems;
+}
+
+// ---- fork: the one lock, under the cache registry (the arena is registered) ----------------
+
+void fork_cache(slob_cache *s, fork_op op) {
+    if (s->arena) apply_fork_op(lock(), op);
+}
+
+} // namespace slabkit::slob
