@@ -81,7 +81,7 @@ TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
                     blocks.emplace_back(p, d);
                     continue;
                 }
-                ASSERT_TRUE(pg->flags() & PG_slab);
+                ASSERT_TRUE(pg->flags() & PG_slab) << design_name(d) << " " << size;
                 EXPECT_EQ(slab_cache(pg)->kind, d) << size;
                 EXPECT_GE(kmalloc::usable_size(p), size);
                 blocks.emplace_back(p, d);
