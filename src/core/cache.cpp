@@ -191,6 +191,15 @@ bool set_slab_order(cache *c, unsigned order, uint64_t slabs_held, const char **
     return true;
 }
 
+page *checked_slab_page(cache *c, const void *obj) {
+    if (!obj) return nullptr;
+    page *pg = slab_page_of(obj);
+    if (pg && slab_cache(pg) == c && is_object_start(c, pg, obj)) return pg;
+    char what[256];
+    report_bad_free("kmem_cache_free", c, obj, diagnose_free(c, obj, what, sizeof what));
+    return nullptr;
+}
+
 void mark_slab(cache *c, page *pg, unsigned colour) {
     pg->owner.store(c, std::memory_order_relaxed);
     pg->priv[2] = colour;

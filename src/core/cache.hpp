@@ -235,6 +235,12 @@ SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj,
     return pg;
 }
 
+// The full check of a kmem_cache_free that a design's inline check did not accept (an object
+// in a later page of an order > 0 slab, or a bad free): obj's slab page when obj is an object
+// start of c's; otherwise the bad free is reported, naming c, and nullptr returned. nullptr for
+// NULL too, which frees nothing (as kfree(NULL)).
+page *checked_slab_page(cache *c, const void *obj);
+
 // True when obj is the start of an object slot of its slab page pg (of cache c).
 SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const void *obj) {
     uintptr_t p = reinterpret_cast<uintptr_t>(obj);

@@ -1,7 +1,6 @@
 // slab_free.cpp - SLAB's free side: index arrays, the node slab lists, free_block and the free
 // slab bound, flushing a full array (to the shared array or the slabs), alien caches, and the
 // free slow path.
-#include "core/report.hpp"
 #include "page/page_allocator.hpp"
 #include "slab/slab_internal.hpp"
 
@@ -237,14 +236,7 @@ void free_slow(slab_kmem_cache *s, page *pg, void *obj) {
 }
 
 void free_checked(slab_kmem_cache *s, void *obj) {
-    if (!obj) return; // as kfree(NULL): nothing to do
-    page *pg = slab_page_of(obj);
-    if (!pg || slab_cache(pg) != static_cast<cache *>(s) || !is_object_start(s, pg, obj)) {
-        char what[256];
-        report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
-        return;
-    }
-    free_to_slab(s, pg, obj);
+    if (page *pg = checked_slab_page(s, obj)) free_to_slab(s, pg, obj);
 }
 
 } // namespace slabkit::slab

@@ -186,7 +186,6 @@ uint64_t frees_of(const slqb_list *l);
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero);
 void free_slow(slqb_cache *s, page *pg, void *obj);
 void flush_free_list(slqb_cache *s, slqb_cpu *c);
-SLABKIT_COLD void bad_free(slqb_cache *s, const void *obj);
 // The full check of a free the fast check did not accept (an object in a later page of an
 // order > 0 slab, or a bad free), then the free.
 SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);

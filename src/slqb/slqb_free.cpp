@@ -1,6 +1,5 @@
 // slqb_free.cpp - SLQB's free slow paths: queue flushes, the outbox, inboxes, returning objects
 // to their slabs and releasing emptied slabs.
-#include "core/report.hpp"
 #include "page/page_allocator.hpp"
 #include "slqb/slqb_internal.hpp"
 
@@ -237,16 +236,7 @@ void free_shared(slqb_cache *s, void *obj) {
 }
 
 void free_checked(slqb_cache *s, void *obj) {
-    if (!obj) return; // as kfree(NULL): nothing to do
-    page *pg = slab_page_of(obj);
-    if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, obj))
-        return bad_free(s, obj);
-    free_to_slot(s, pg, obj);
-}
-
-void bad_free(slqb_cache *s, const void *obj) {
-    char what[256];
-    report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
+    if (page *pg = checked_slab_page(s, obj)) free_to_slot(s, pg, obj);
 }
 
 } // namespace slabkit::slqb

@@ -1,7 +1,6 @@
 // slub_free.cpp - SLUB's free slow path (an object straight back onto its slab's freelist with a
 // compare-and-swap), the node partial lists, deactivating a slot's current slab, the slot's
 // partial chain and freeing slabs.
-#include "core/report.hpp"
 #include "page/page_allocator.hpp"
 #include "slub/slub_internal.hpp"
 
@@ -246,14 +245,7 @@ void slab_free(slub_cache *s, page *pg, void *obj) {
 }
 
 void free_checked(slub_cache *s, void *obj) {
-    if (!obj) return; // as kfree(NULL): nothing to do
-    page *pg = slab_page_of(obj);
-    if (!pg || slab_cache(pg) != static_cast<cache *>(s) || !is_object_start(s, pg, obj)) {
-        char what[256];
-        report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
-        return;
-    }
-    free_to_slab(s, pg, obj);
+    if (page *pg = checked_slab_page(s, obj)) free_to_slab(s, pg, obj);
 }
 
 } // namespace slabkit::slub
