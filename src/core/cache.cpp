@@ -105,6 +105,15 @@ const char *cache_args_invalid(const cache_args &a) {
     return nullptr;
 }
 
+void describe_cache(cache *c, const cache_args &args, design d) {
+    c->object_size = static_cast<uint32_t>(args.size);
+    c->align = static_cast<uint32_t>(args.align);
+    c->flags = args.flags;
+    c->ctor = args.ctor;
+    c->kind = d;
+    strncpy(c->name, args.name, kNameMax - 1);
+}
+
 void compute_object_layout(cache *c, freeptr_place place) {
     size_t align = c->align < kMinAlign ? kMinAlign : c->align;
     if (c->flags & kHwcacheAlign) {

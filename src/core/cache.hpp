@@ -161,6 +161,9 @@ struct order_policy {
 // pointer, so a constructor's state needs no extra word.
 enum class freeptr_place : uint8_t { start, middle, none };
 
+// Fills what the caller asked for into c: object size, alignment, flags, constructor and name
+// (truncated to kNameMax - 1), and c's design. Every design's setup starts here.
+void describe_cache(cache *c, const cache_args &args, design d);
 // Fills the object layout of c (size, offset, inuse, align and the division constants) from its
 // object_size, align, flags and ctor.
 void compute_object_layout(cache *c, freeptr_place place);

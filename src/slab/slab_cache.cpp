@@ -120,13 +120,8 @@ void default_tunables(slab_kmem_cache *s) {
 }
 
 bool setup_common(slab_kmem_cache *s, const cache_args &args, bool meta) {
-    s->object_size = static_cast<uint32_t>(args.size);
-    s->align = static_cast<uint32_t>(args.align);
-    s->flags = args.flags;
-    s->ctor = args.ctor;
-    s->kind = design::slab;
+    describe_cache(s, args, design::slab);
     s->meta = meta;
-    strncpy(s->name, args.name, kNameMax - 1);
     compute_object_layout(s, freeptr_place::none);
     if (!choose_layout(s, !meta)) return false;
     default_tunables(s);

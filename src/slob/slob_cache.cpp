@@ -75,12 +75,7 @@ void give_back(void *b, size_t bytes, const char *op, const cache *c, const void
 }
 
 void setup(slob_cache *s, const cache_args &args) {
-    s->object_size = static_cast<uint32_t>(args.size);
-    s->align = static_cast<uint32_t>(args.align);
-    s->flags = args.flags;
-    s->ctor = args.ctor;
-    s->kind = design::slob;
-    strncpy(s->name, args.name, kNameMax - 1);
+    describe_cache(s, args, design::slob);
     compute_object_layout(s, freeptr_place::none);
     // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
     // takes, or one page's worth of smaller objects (their pages are shared: the figures are the

@@ -53,12 +53,7 @@ std::atomic<bool> g_booted{false};
 platform::mutex g_boot_lock;
 
 void setup_common(slqb_cache *s, const cache_args &args) {
-    s->object_size = static_cast<uint32_t>(args.size);
-    s->align = static_cast<uint32_t>(args.align);
-    s->flags = args.flags;
-    s->ctor = args.ctor;
-    s->kind = design::slqb;
-    strncpy(s->name, args.name, kNameMax - 1);
+    describe_cache(s, args, design::slqb);
     compute_layout(s, kPolicy);
     // freebatch = max(4 pages' worth, min(256, 64 pages' worth)) of objects, at least 1.
     size_t fb = 64 * kPageSize / s->size < 256 ? 64 * kPageSize / s->size : 256;

@@ -92,12 +92,7 @@ void set_cpu_partial(slub_cache *s, uint32_t objects) {
 }
 
 void setup_common(slub_cache *s, const cache_args &args) {
-    s->object_size = static_cast<uint32_t>(args.size);
-    s->align = static_cast<uint32_t>(args.align);
-    s->flags = args.flags;
-    s->ctor = args.ctor;
-    s->kind = design::slub;
-    strncpy(s->name, args.name, kNameMax - 1);
+    describe_cache(s, args, design::slub);
     compute_object_layout(s, freeptr_place::middle);
     const settings &st = g_settings;
     apply_order(s, calculate_order(s->size, st.cpus, st.min_objects, st.max_order));

@@ -8,6 +8,8 @@
 #include "slab/slab_internal.hpp"
 #include "slabkit/slabkit.h"
 
+#include "support/thread_churn.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -530,41 +532,8 @@ TEST_F(Slab, SlabinfoFillsTheSlabdataColumns) {
 
 TEST_F(Slab, ThreadChurnKeepsInvariants) {
     slab_kmem_cache *s = make("slab-churn", 200);
-    std::mutex mu;
-    std::vector<void *> shared;
-    for (int phase = 0; phase < 4; ++phase) {
-        std::vector<std::thread> threads;
-        for (int t = 0; t < 6; ++t) {
-            threads.emplace_back([&, t] {
-                std::mt19937 rng(static_cast<unsigned>(phase * 10 + t));
-                std::vector<void *> mine_objs;
-                for (int i = 0; i < 3000; ++i) {
-                    if (rng() % 3 && !mine_objs.empty()) {
-                        size_t k = rng() % mine_objs.size();
-                        free(s, mine_objs[k]);
-                        mine_objs[k] = mine_objs.back();
-                        mine_objs.pop_back();
-                    } else {
-                        mine_objs.push_back(alloc(s));
-                    }
-                }
-                std::lock_guard<std::mutex> lock(mu);
-                for (size_t i = 0; i < mine_objs.size(); ++i) {
-                    if (i % 2)
-                        shared.push_back(mine_objs[i]);
-                    else
-                        free(s, mine_objs[i]);
-                }
-            });
-        }
-        for (auto &th : threads) th.join();
-        EXPECT_TRUE(valid(s)) << "phase " << phase;
-        std::thread([&] {
-            for (void *p : shared) free(s, p);
-        }).join();
-        shared.clear();
-        EXPECT_TRUE(valid(s)) << "phase " << phase;
-    }
+    testsupport::thread_churn([&] { return alloc(s); }, [&](void *p) { free(s, p); },
+                              [&](int phase) { EXPECT_TRUE(valid(s)) << "phase " << phase; });
     designs::trim_all();
     EXPECT_EQ(stats_of(s).slabs, 0u);
 }
