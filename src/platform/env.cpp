@@ -27,6 +27,11 @@ const char *env(const char *name) {
     return getenv(name);
 }
 
+int env_int(const char *name, int unset, unsigned min, unsigned max) {
+    if (!env(name)) return unset;
+    return static_cast<int>(env_uint(name, 0, min, max));
+}
+
 uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max) {
     const char *text = env(name);
     if (text == nullptr) return fallback;

@@ -121,6 +121,9 @@ const char *env(const char *name);
 // `fallback`. Set but not such a number: prints a clear warning naming the variable, the value
 // and the accepted range, and returns `fallback`.
 uint64_t env_uint(const char *name, uint64_t fallback, uint64_t min, uint64_t max);
+// A setting with a "not given" state: `unset` when the variable is not set, else env_uint's
+// reading of it in [min, max] (0 when it is not such a number, after the warning).
+int env_int(const char *name, int unset, unsigned min, unsigned max);
 // The next definition of a symbol after the calling library's (dlsym RTLD_NEXT), or nullptr.
 // May allocate: never call it from inside an allocator lock.
 void *next_symbol(const char *name);

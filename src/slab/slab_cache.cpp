@@ -172,10 +172,6 @@ slab_kmem_cache *array_cache_of(size_t size) {
     return &g_meta[kMetaArrays + i];
 }
 
-int env_int(const char *name, int fallback, unsigned min, unsigned max) {
-    if (!platform::env(name)) return fallback;
-    return static_cast<int>(platform::env_uint(name, 0, min, max));
-}
 } // namespace
 
 slab_kmem_cache &cache_cache() {
@@ -192,9 +188,9 @@ void bootstrap() {
     settings &st = g_settings;
     st.max_order = static_cast<unsigned>(
         platform::env_uint("SLABKIT_SLAB_MAX_ORDER", st.max_order, 0, kMaxOrder));
-    st.limit = env_int("SLABKIT_SLAB_LIMIT", -1, 1, kMaxArrayEntries);
-    st.batchcount = env_int("SLABKIT_SLAB_BATCHCOUNT", -1, 1, kMaxArrayEntries);
-    st.shared = env_int("SLABKIT_SLAB_SHARED", -1, 0, kMaxArrayEntries);
+    st.limit = platform::env_int("SLABKIT_SLAB_LIMIT", -1, 1, kMaxArrayEntries);
+    st.batchcount = platform::env_int("SLABKIT_SLAB_BATCHCOUNT", -1, 1, kMaxArrayEntries);
+    st.shared = platform::env_int("SLABKIT_SLAB_SHARED", -1, 0, kMaxArrayEntries);
     st.use_alien = platform::env_uint("SLABKIT_SLAB_NO_ALIEN", 0, 0, 1) == 0;
     st.cpus = platform::numa().cpus;
     for (unsigned m = 0; m < kNrMeta; ++m) {

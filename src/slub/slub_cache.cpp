@@ -104,11 +104,6 @@ void setup_common(slub_cache *s, const cache_args &args) {
     s->numa = s->nr_nodes > 1;
 }
 
-int env_int(const char *name, int fallback, unsigned max) {
-    if (!platform::env(name)) return fallback;
-    return static_cast<int>(platform::env_uint(name, 0, 0, max));
-}
-
 } // namespace
 
 const settings &boot_settings() {
@@ -157,8 +152,8 @@ void bootstrap() {
         platform::env_uint("SLABKIT_SLUB_MAX_ORDER", st.max_order, 0, kMaxOrder));
     st.min_objects =
         static_cast<unsigned>(platform::env_uint("SLABKIT_SLUB_MIN_OBJECTS", 0, 0, 32767));
-    st.min_partial = env_int("SLABKIT_SLUB_MIN_PARTIAL", -1, 1u << 20);
-    st.cpu_partial = env_int("SLABKIT_SLUB_CPU_PARTIAL", -1, 1u << 20);
+    st.min_partial = platform::env_int("SLABKIT_SLUB_MIN_PARTIAL", -1, 0, 1u << 20);
+    st.cpu_partial = platform::env_int("SLABKIT_SLUB_CPU_PARTIAL", -1, 0, 1u << 20);
     // The kernel counts present CPUs (possible ones when only one is present).
     st.cpus = platform::numa().cpus;
     for (unsigned m = 0; m < kNrMeta; ++m) {
