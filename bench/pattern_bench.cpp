@@ -31,6 +31,30 @@
 //                  whole), kept in a vector indexed by key; filled, then 1,000,000 updates
 //                  [5,000] of random keys (check the old value, free it, malloc and fill the new
 //                  one); all freed at the end. Peak RSS is the figure that matters here.
+//   threads        many live threads, each doing the same small loop (a thread-per-connection
+//                  server on a few cores): 200 threads (--threads) are all started first, each
+//                  mallocs and frees one block (its first malloc, so that the allocator's
+//                  per-thread setup is done), and they wait at a barrier, so that all of them
+//                  are alive at once; then each does R rounds of: malloc 64 blocks of 32..511 B
+//                  (uniform), then check and free the 64 in allocation order (first allocated,
+//                  first freed). R = 20,000,000 / (64 x threads) per thread [10]: about
+//                  20,000,000 mallocs in all at --scale 1, whatever the threads (312,500 x 64 =
+//                  20,000,000 with 1 thread; 1562 rounds each with 200). Figure: the timed
+//                  phase, wall time from the barrier's release to the last thread's end of its
+//                  rounds, divided by the mallocs of all threads in it (timed_ops): ns per
+//                  malloc/free pair per op over all threads (not per thread: with N threads on
+//                  C CPUs, a thread's own pair took about N/C times that).
+//   threads-live   the same live data held by few or many threads: 256 threads (--threads)
+//                  together hold 247,000 blocks [1,000] of 32..511 B (uniform; their sizes
+//                  average 271.5 B, so about 64 MiB at --scale 1), split evenly (the first
+//                  threads take one more when it does not divide). Each thread allocates its
+//                  share, then all wait at a barrier (its release: live_rss_kib, the VmRSS with
+//                  every share allocated); then they make 1,000,000 replacements [10,000] in
+//                  all, split the same way: a random block of the thread's share is checked and
+//                  freed and a block of a new random size takes its place; a second barrier, then
+//                  each thread checks and frees its share. Figures: peak RSS and live_rss_kib
+//                  (run it with 2 threads and with 256 to compare); the timed phase is the
+//                  replacements (barrier to barrier).
 // Every block is written when allocated (its first and last byte, and one byte of every page of
 // a block of a page or more; store's values whole) and those bytes are read back and checked
 // before it is freed: a mismatch is reported and the exit status is 2. The bytes read are summed
@@ -40,13 +64,18 @@
 // Measured, around the pattern only (not the process's start): wall time (steady clock), CPU
 // time (user + system of the whole process, getrusage RUSAGE_SELF), minor page faults; and the
 // peak RSS of the process (VmHWM of /proc/self/status, ru_maxrss if that cannot be read), with
-// the RSS before the pattern and after it (VmRSS) for reference.
+// the RSS before the pattern and after it (VmRSS) for reference. The threads patterns time a
+// phase of their own too (timed_s, timed_ops: the thread starts and joins are outside it); for
+// the others the timed phase is the whole pattern.
 //
 // Usage: pattern_bench --pattern NAME [--scale F] [--seed N] [--threads N] [--json]
 //        pattern_bench --list          the patterns, one per line (name, then a description)
 //        pattern_bench --which-malloc  one JSON line: where malloc comes from, and exit
 // --json prints one JSON line: pattern, wall_s, cpu_s, user_s, sys_s, peak_rss_kib,
 // start_rss_kib, end_rss_kib, minflt, ops, waits, backlog, checksum, threads, scale, seed,
+// timed_s, timed_ops (the timed phase's wall time and mallocs: wall_s and ops but for the
+// threads patterns), ns_per_op (timed_s / timed_ops in ns), live_rss_kib (threads-live: the
+// VmRSS once every share is allocated; null for the others),
 // malloc_from (the shared object defining the malloc this process calls: dladdr of
 // dlsym(RTLD_DEFAULT, "malloc")), slabkit_design and slabkit_designs (slabkit_allocator() and
 // slabkit_designs() when that object is slabkit's, else ""). bench/pattern_ratios.py runs it.
@@ -68,7 +97,9 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -166,6 +197,12 @@ struct outcome {
     uint64_t waits = 0;    // xthread-mixed: times a thread found the next one's mailbox full
     uint64_t backlog = 0;  // the most blocks a mailbox held (after a post)
     unsigned threads = 1;
+    bool mailboxes = false; // xthread-mixed, bursts: backlog means something
+    // The threads patterns' timed phase (the barriers' releases, in wall time) and its mallocs;
+    // for the others the whole pattern (timed_s < 0: main fills in wall_s and ops).
+    double timed_s = -1;
+    uint64_t timed_ops = 0;
+    std::optional<long> live_rss_kib; // threads-live: VmRSS once every share is allocated
 };
 
 // A thread's mailbox: other threads append blocks under the lock, the owner swaps the whole
@@ -280,6 +317,7 @@ outcome xthread_mixed(const options &opt) {
     for (auto &th : pool) th.join();
     outcome o;
     o.threads = threads;
+    o.mailboxes = true;
     o.ops = static_cast<uint64_t>(threads) * (kWorkingSet + per_thread);
     for (unsigned t = 0; t < threads; ++t) {
         o.checksum += sums[t];
@@ -321,6 +359,7 @@ outcome bursts(const options &opt) {
     for (auto &th : pool) th.join();
     outcome o;
     o.threads = threads;
+    o.mailboxes = true;
     o.ops = static_cast<uint64_t>(threads) * rounds * kBurst;
     for (unsigned t = 0; t < threads; ++t) {
         o.checksum += sums[t];
@@ -421,6 +460,110 @@ outcome store(const options &opt) {
     return o;
 }
 
+// ---- many live threads --------------------------------------------------------------------------
+
+long status_kib(const char *field);
+
+using clock_type = std::chrono::steady_clock;
+
+// Runs body(t) on `threads` threads, all started before any is joined; a thread that cannot be
+// started ends the process (the others would wait at their barrier for ever).
+void run_threads(unsigned threads, const std::function<void(unsigned)> &body) {
+    std::vector<std::thread> pool;
+    pool.reserve(threads);
+    for (unsigned t = 0; t < threads; ++t) {
+        try {
+            pool.emplace_back(body, t);
+        } catch (const std::system_error &e) {
+            fail(fmt::format("cannot start thread {} of {}: {}", t + 1, threads, e.what()));
+        }
+    }
+    for (auto &th : pool) th.join();
+}
+
+// Thread t's part of `total` split evenly over `threads` (the first ones take one more).
+uint64_t share_of(uint64_t total, unsigned threads, unsigned t) {
+    return total / threads + (t < total % threads ? 1 : 0);
+}
+
+size_t small_size(rng &r) {
+    return r.between(32, 511);
+}
+
+outcome threads_loop(const options &opt) {
+    constexpr size_t kBlocks = 64;
+    const unsigned threads = opt.threads ? opt.threads : 200;
+    const uint64_t rounds = scaled(20'000'000.0 / (kBlocks * threads), opt.scale, 10);
+    std::vector<uint64_t> sums(threads);
+    clock_type::time_point start, end;
+    auto released = [&]() noexcept { start = clock_type::now(); };
+    auto finished = [&]() noexcept { end = clock_type::now(); };
+    std::barrier go(threads, released);   // every thread alive, its first malloc done
+    std::barrier done(threads, finished); // the last thread's rounds are over
+    run_threads(threads, [&](unsigned t) {
+        rng r(opt.seed * 1000003 + 104729 + t);
+        uint64_t sum = check_and_free(make_block(small_size(r), static_cast<uint8_t>(r.next())));
+        block live[kBlocks];
+        go.arrive_and_wait();
+        for (uint64_t round = 0; round < rounds; ++round) {
+            for (auto &b : live) b = make_block(small_size(r), static_cast<uint8_t>(r.next()));
+            for (const auto &b : live) sum += check_and_free(b);
+        }
+        done.arrive_and_wait();
+        sums[t] = sum;
+    });
+    outcome o;
+    o.threads = threads;
+    o.timed_ops = static_cast<uint64_t>(threads) * rounds * kBlocks;
+    o.ops = o.timed_ops + threads; // and each thread's first malloc, before the barrier
+    o.timed_s = std::chrono::duration<double>(end - start).count();
+    for (uint64_t s : sums) o.checksum += s;
+    return o;
+}
+
+outcome threads_live(const options &opt) {
+    const unsigned threads = opt.threads ? opt.threads : 256;
+    const uint64_t blocks = scaled(247'000, opt.scale, 1'000);
+    const uint64_t replacements = scaled(1'000'000, opt.scale, 10'000);
+    if (blocks < threads)
+        fail(fmt::format("threads-live: {} blocks cannot be shared by {} threads (raise --scale)",
+                         blocks, threads));
+    std::vector<uint64_t> sums(threads);
+    clock_type::time_point start, end;
+    long live_rss = -1;
+    auto allocated = [&]() noexcept {
+        live_rss = status_kib("VmRSS");
+        start = clock_type::now();
+    };
+    auto replaced = [&]() noexcept { end = clock_type::now(); };
+    std::barrier full(threads, allocated);   // every share allocated
+    std::barrier settled(threads, replaced); // every replacement made
+    run_threads(threads, [&](unsigned t) {
+        rng r(opt.seed * 1000003 + 130363 + t);
+        std::vector<block> share(share_of(blocks, threads, t));
+        for (auto &b : share) b = make_block(small_size(r), static_cast<uint8_t>(r.next()));
+        full.arrive_and_wait();
+        uint64_t sum = 0;
+        const uint64_t mine = share_of(replacements, threads, t);
+        for (uint64_t i = 0; i < mine; ++i) {
+            block &b = share[r.next() % share.size()];
+            sum += check_and_free(b);
+            b = make_block(small_size(r), static_cast<uint8_t>(r.next()));
+        }
+        settled.arrive_and_wait();
+        for (const auto &b : share) sum += check_and_free(b);
+        sums[t] = sum;
+    });
+    outcome o;
+    o.threads = threads;
+    o.ops = blocks + replacements;
+    o.timed_ops = replacements;
+    o.timed_s = std::chrono::duration<double>(end - start).count();
+    o.live_rss_kib = live_rss;
+    for (uint64_t s : sums) o.checksum += s;
+    return o;
+}
+
 // ---- the table of patterns ----------------------------------------------------------------------
 
 struct pattern {
@@ -448,6 +591,14 @@ const std::vector<pattern> &patterns() {
          "200 mallocs",
          large_random},
         {"store", "key-value store: 200k values of 1040 B, then 1M random updates", store},
+        {"threads",
+         "200 live threads (all started, then a barrier), 20M mallocs in all: rounds of 64 "
+         "blocks of 32..511 B allocated, then freed",
+         threads_loop},
+        {"threads-live",
+         "256 threads hold 247k blocks of 32..511 B (about 64 MiB) in all, then 1M random "
+         "replacements; RSS with every share allocated",
+         threads_live},
     };
     return all;
 }
@@ -534,8 +685,9 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(0.0001, 1000.0));
     app.add_option("--seed", opt.seed, "seed of the random choices (default 2026)");
     app.add_option("--threads", opt.threads,
-                   "threads of xthread-mixed (default 4) or bursts (default 16)")
-        ->check(CLI::Range(1, 1024));
+                   "threads of xthread-mixed (default 4), bursts (16), threads (200) or "
+                   "threads-live (256)")
+        ->check(CLI::Range(1, 16384));
     app.add_flag("--json", json, "print one JSON line instead of text");
     app.add_flag("--list", list, "print the patterns and exit");
     app.add_flag("--which-malloc", which, "print where malloc comes from as JSON and exit");
@@ -575,15 +727,22 @@ int main(int argc, char **argv) {
     const double user = seconds(after.ru_utime) - seconds(before.ru_utime);
     const double sys = seconds(after.ru_stime) - seconds(before.ru_stime);
     const long minflt = after.ru_minflt - before.ru_minflt;
+    const double timed = out.timed_s >= 0 ? out.timed_s : wall;
+    const uint64_t timed_ops = out.timed_s >= 0 ? out.timed_ops : out.ops;
+    const double ns_per_op = timed_ops ? timed * 1e9 / static_cast<double>(timed_ops) : 0.0;
     if (json) {
         fmt::print(
             "{{\"pattern\": {}, \"wall_s\": {:.6f}, \"cpu_s\": {:.6f}, \"user_s\": {:.6f}, "
             "\"sys_s\": {:.6f}, \"peak_rss_kib\": {}, \"start_rss_kib\": {}, "
             "\"end_rss_kib\": {}, \"minflt\": {}, \"ops\": {}, \"waits\": {}, \"backlog\": {}, "
             "\"checksum\": {}, \"threads\": {}, \"scale\": {}, \"seed\": {}, "
+            "\"timed_s\": {:.6f}, \"timed_ops\": {}, \"ns_per_op\": {:.3f}, "
+            "\"live_rss_kib\": {}, "
             "\"malloc_from\": {}, \"slabkit_design\": {}, \"slabkit_designs\": {}}}\n",
             json_string(it->name), wall, user + sys, user, sys, peak, start_rss, end_rss, minflt,
-            out.ops, out.waits, out.backlog, out.checksum, out.threads, opt.scale, opt.seed,
+            out.ops, out.waits, out.backlog, out.checksum, out.threads, opt.scale, opt.seed, timed,
+            timed_ops, ns_per_op,
+            out.live_rss_kib ? std::to_string(*out.live_rss_kib) : std::string("null"),
             json_string(origin.from), json_string(origin.design), json_string(origin.designs));
     } else {
         fmt::print("{}: {:.3f} s wall, {:.3f} s CPU ({:.3f} user, {:.3f} sys), peak RSS {:.1f} "
@@ -592,8 +751,14 @@ int main(int argc, char **argv) {
                    it->name, wall, user + sys, user, sys, peak / 1024.0, start_rss / 1024.0,
                    end_rss / 1024.0, minflt, out.ops, out.threads, out.checksum, origin.from,
                    origin.design.empty() ? "" : " (slabkit design " + origin.design + ")");
-        if (out.threads > 1)
+        if (out.mailboxes)
             fmt::print("the most blocks waiting in a thread's mailbox: {}\n", out.backlog);
+        if (out.timed_s >= 0)
+            fmt::print("timed phase (barrier to barrier): {:.3f} s, {} mallocs, {:.2f} ns per "
+                       "malloc/free pair over all threads\n",
+                       timed, timed_ops, ns_per_op);
+        if (out.live_rss_kib)
+            fmt::print("RSS with every share allocated: {:.1f} MiB\n", *out.live_rss_kib / 1024.0);
         if (out.waits) fmt::print("{} waits for a full mailbox\n", out.waits);
     }
     return 0;

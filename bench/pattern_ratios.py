@@ -19,7 +19,9 @@ next thread frees, 1 ms asleep between bursts), large-fixed (an 8 MiB block, eve
 written, freed; again and again), large-2m (the same with 2 MiB), large-random (up to 4 live
 blocks of 1..32 MiB) and store (a key-value store of 1040 B values: filled, then random
 updates). Every block is written and read back before it is freed, and every run reports a
-checksum of what it read that depends only on the pattern, --scale and --seed.
+checksum of what it read that depends only on the pattern, --scale and --seed. The patterns
+threads and threads-live (many live threads) are bench/thread_scaling.py's: they run here only
+when --patterns names them.
 
 How it runs: one process per pattern and allocator (pattern_bench --pattern P --scale F --seed
 N --json, which prints one JSON line). The allocators run in rounds (--rounds): in each round
@@ -79,6 +81,9 @@ FIGURE = {"bursts": "cpu_s"}
 TIME_BOUND = 1.0  # each design's time <= the fastest peer's
 RSS_BOUND_GLIBC = 1.0  # each design's peak RSS <= glibc's
 RSS_BOUND_LEANEST = 1.05  # each design's peak RSS <= 1.05x the leanest peer's
+# Patterns of pattern_bench that bench/thread_scaling.py runs, at the thread counts they are
+# about: not run here unless --patterns names them.
+ELSEWHERE = ("threads", "threads-live")
 
 
 def parse_args():
@@ -99,7 +104,8 @@ def parse_args():
                          "(default: theirs, 4 and 16)")
     ap.add_argument("--patterns", default=None,
                     help="patterns to run, comma-separated (default: every pattern of --binary, "
-                         "as its --list prints them)")
+                         f"as its --list prints them, but {' and '.join(ELSEWHERE)}: "
+                         "bench/thread_scaling.py runs those)")
     ap.add_argument("--designs", default=None,
                     help="slabkit designs to preload, each run with SLABKIT_ALLOCATOR=<design>; "
                          "'' for none (default: every design of --library, as its "
@@ -135,7 +141,7 @@ def parse_args():
                  "cmake --build --preset release --target pattern_bench)")
     known = list_patterns(args.binary)
     if args.patterns is None:
-        args.patterns = known
+        args.patterns = [p for p in known if p not in ELSEWHERE]
     else:
         args.patterns = [p for p in args.patterns.split(",") if p]
         unknown = [p for p in args.patterns if p not in known]
