@@ -22,6 +22,8 @@ struct counter {
     void add_shared(uint64_t n = 1) { value.fetch_add(n, std::memory_order_relaxed); }
     uint64_t get() const { return value.load(std::memory_order_relaxed); }
     void reset() { value.store(0, std::memory_order_relaxed); }
+    // The word itself, for the increments inside rseq critical sections (platform/rseq.hpp).
+    uint64_t *raw() { return reinterpret_cast<uint64_t *>(&value); }
 };
 
 } // namespace slabkit

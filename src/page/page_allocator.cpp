@@ -227,13 +227,14 @@ void page_allocator::after_fork_child() {
         z.purging_resident = 0;
     }
     arena_lock_.reset_after_fork();
-    // Other threads' per-slot lists take no lock, so fork may have caught one half-linked. The
-    // child abandons them: their blocks stay counted as in use (at most pcp_high pages per
-    // thread that was running, in the child only), and the lists start empty for whichever
-    // thread takes those slots next.
+    // Other threads' per-slot lists take no lock, so fork may have caught one half-linked: those
+    // of the slots owned or held at fork. The child abandons them: their blocks stay counted as
+    // in use (at most pcp_high pages per such slot, in the child only), and the lists start
+    // empty for whichever thread takes those slots next. (This hook runs before the slot
+    // registry's, which frees those slots.)
     const unsigned mine = slots::current_if_any();
     for (unsigned s = 0; s < kMaxSlots; ++s) {
-        if (s == mine) continue;
+        if (s == mine || !slots::owned(s)) continue;
         pcp_list &pcp = pcp_[s];
         for (page_list &list : pcp.lists) list = page_list{};
         pcp.pages = 0;
@@ -267,10 +268,11 @@ void *page_allocator::alloc(unsigned order, int node, unsigned flags, alloc_fail
         return nullptr;
     }
     if (SLABKIT_UNLIKELY((flags & kThisNode) && node == kAnyNode))
-        node = static_cast<int>(preferred_node(slots::current())); // "my node, and only it"
+        node = static_cast<int>(preferred_node(slots::current_if_any())); // "my node, only"
     if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
-        unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_alloc(slot, order, node, flags, why);
+        slots::hold slot;
+        if (SLABKIT_LIKELY(slot.slot() != kNoSlot))
+            return pcp_alloc(slot.slot(), order, node, flags, why);
     }
     return alloc_from_zones(order, node, flags, why);
 }
@@ -288,7 +290,7 @@ void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
                                        alloc_failure *why) {
     drain_idle_slots(platform::now_coarse_ms());
     const unsigned preferred =
-        node == kAnyNode ? preferred_node(slots::current()) : static_cast<unsigned>(node);
+        node == kAnyNode ? preferred_node(slots::current_if_any()) : static_cast<unsigned>(node);
     const unsigned tries = (flags & kThisNode) ? 1 : nodes_;
     // A freshly grown node can be emptied by other threads before we get to it; try again.
     for (int attempt = 0; attempt < 8; ++attempt) {
@@ -395,8 +397,8 @@ void page_allocator::free(void *addr, unsigned order) {
     page *pg = check_free(addr, order, true);
     if (SLABKIT_UNLIKELY(!pg)) return;
     if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
-        unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg, order);
+        slots::hold slot;
+        if (SLABKIT_LIKELY(slot.slot() != kNoSlot)) return pcp_free(slot.slot(), pg, order);
     }
     zone_free(pg, order);
 }
@@ -407,8 +409,8 @@ void page_allocator::free(void *addr) {
     if (SLABKIT_UNLIKELY(!pg)) return;
     unsigned order = pg->order();
     if (order <= kPcpMaxOrder && cfg_.pcp_high != 0) {
-        unsigned slot = slots::current();
-        if (SLABKIT_LIKELY(slot != kNoSlot)) return pcp_free(slot, pg, order);
+        slots::hold slot;
+        if (SLABKIT_LIKELY(slot.slot() != kNoSlot)) return pcp_free(slot.slot(), pg, order);
     }
     zone_free(pg, order);
 }

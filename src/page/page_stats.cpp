@@ -204,8 +204,10 @@ unsigned page_allocator::validate(char *report, size_t size) const {
         }
         if (pages != pcp.pages) complain("per-slot page total is wrong", nullptr);
     };
-    unsigned mine = slots::current();
-    if (mine != kNoSlot) check_slot(mine, &c);
+    {
+        slots::hold mine;
+        if (mine.slot() != kNoSlot) check_slot(mine.slot(), &c);
+    }
     slots::for_each_idle(check_slot, &c);
     return problems;
 }

@@ -194,8 +194,10 @@ void page_allocator::drain_idle_slots(uint64_t now) {
 }
 
 void page_allocator::drain() {
-    unsigned mine = slots::current();
-    if (mine != kNoSlot) drain_slot_cb(mine, this);
+    {
+        slots::hold mine;
+        if (mine.slot() != kNoSlot) drain_slot_cb(mine.slot(), this);
+    }
     slots::for_each_idle(drain_slot_cb, this);
 }
 

@@ -54,6 +54,7 @@
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
 #include "slot/slot.hpp"
 
 #include <array>
@@ -120,6 +121,16 @@ struct alignas(kCacheLine) slab_cpu {
 };
 static_assert(offsetof(slab_cpu, stats) + (FREEHIT + 1) * sizeof(counter) <= kCacheLine,
               "the fast paths' counters share the array header's line");
+
+// Where the fast paths' words are from a slot's structure, for the rseq sections.
+inline constexpr int kLimitDisp = static_cast<int>(offsetof(array_cache, limit));
+inline constexpr int kTouchedDisp = static_cast<int>(offsetof(array_cache, touched));
+inline constexpr int kAllocHitDisp =
+    static_cast<int>(offsetof(slab_cpu, stats) + ALLOCHIT * sizeof(counter));
+inline constexpr int kFreeHitDisp =
+    static_cast<int>(offsetof(slab_cpu, stats) + FREEHIT * sizeof(counter));
+inline constexpr int kEntriesDisp = static_cast<int>(sizeof(slab_cpu));
+static_assert(offsetof(slab_cpu, ac) == 0 && offsetof(array_cache, avail) == 0);
 
 // A shared array: the array and its entries, under its node's list_lock.
 struct shared_array {
@@ -259,12 +270,46 @@ SLABKIT_NOINLINE void free_checked(slab_kmem_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves
 // through a tail call whenever anything is unusual.
 
+// A thread without a slot of its own, when the CPUs have slots, pops the array of the CPU it
+// runs on in an rseq critical section (nullptr: empty, or the section failed, or the CPU has no
+// array yet: the slow path holds the CPU's slot and does the rest).
+SLABKIT_ALWAYS_INLINE void *alloc_from_cpu_array(const std::atomic<slab_cpu *> *cpu_cache) {
+#if SLABKIT_HAVE_RSEQ
+    if (slots::cpu_mode()) {
+        unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+        return platform::rseq_pop_array<kTouchedDisp, kAllocHitDisp, kEntriesDisp>(
+            &cpu_cache[cpu], slots::lock_word(cpu), cpu);
+    }
+#endif
+    (void)cpu_cache;
+    return nullptr;
+}
+
+// The same push on the CPU's array; false when it is full, the section failed, or the object
+// belongs to another node.
+SLABKIT_ALWAYS_INLINE bool free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj) {
+#if SLABKIT_HAVE_RSEQ
+    if (slots::cpu_mode()) {
+        unsigned cpu = platform::rseq_cpu_start();
+        // The CPU's node, as its array has it (get_cpu), without loading the array.
+        if (SLABKIT_UNLIKELY(s->numa) && page_to_nid(pg) != slots::node_of(cpu) % s->nr_nodes)
+            return false;
+        return platform::rseq_push_array<kLimitDisp, kFreeHitDisp, kEntriesDisp>(
+            &s->cpu_cache[cpu], slots::lock_word(cpu), cpu, obj);
+    }
+#endif
+    (void)s;
+    (void)pg;
+    (void)obj;
+    return false;
+}
+
 // One object from the slot's array, or nullptr (empty, or no array for this cache yet).
 // `cpu_cache` is s->cpu_cache, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
 SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
     slab_cpu *c = cpu_cache[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
+    if (SLABKIT_UNLIKELY(c == nullptr)) return alloc_from_cpu_array(cpu_cache);
     uint32_t avail = c->ac.count();
     if (SLABKIT_UNLIKELY(avail == 0)) return nullptr;
     // The hot end is the top: the object freed last, still in this CPU's cache.
@@ -288,6 +333,8 @@ SLABKIT_ALWAYS_INLINE void *alloc(slab_kmem_cache *s, bool zero = false) {
                 c->stats[ALLOCHIT].add();
                 return c->entry()[avail - 1];
             }
+        } else if (void *obj = alloc_from_cpu_array(s->cpu_cache); obj != nullptr) {
+            return obj;
         }
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
@@ -301,14 +348,18 @@ SLABKIT_ALWAYS_INLINE void *alloc_node(slab_kmem_cache *s, int node, bool zero) 
 // Frees obj, whose slab page pg the caller found to be one of s's (object start checked).
 SLABKIT_ALWAYS_INLINE void free_to_slab(slab_kmem_cache *s, page *pg, void *obj) {
     slab_cpu *c = s->cpu_cache[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_LIKELY(c != nullptr) && SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->node)) {
-        uint32_t avail = c->ac.count();
-        if (SLABKIT_LIKELY(avail < c->ac.limit)) {
-            c->entry()[avail] = obj;
-            c->ac.set_count(avail + 1);
-            c->stats[FREEHIT].add();
-            return;
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->node)) {
+            uint32_t avail = c->ac.count();
+            if (SLABKIT_LIKELY(avail < c->ac.limit)) {
+                c->entry()[avail] = obj;
+                c->ac.set_count(avail + 1);
+                c->stats[FREEHIT].add();
+                return;
+            }
         }
+    } else if (free_to_cpu_array(s, pg, obj)) {
+        return;
     }
     return free_slow(s, pg, obj);
 }

@@ -288,7 +288,8 @@ void *alloc_slow(slab_kmem_cache *s, unsigned slot, int node, bool zero) {
     if (s->meta) {
         obj = alloc_single(s, node);
     } else {
-        if (slot == kNoSlot) slot = slots::current();
+        slots::hold held; // for the caller's slot (kNoSlot), until the end of this branch
+        if (slot == kNoSlot) slot = held.slot();
         slab_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
         if (c) c = maintain(s, slot, c);
         if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->node)) {

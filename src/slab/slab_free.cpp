@@ -218,7 +218,8 @@ void free_single(slab_kmem_cache *s, page *pg, void *obj) {
 
 void free_slow(slab_kmem_cache *s, page *pg, void *obj) {
     if (s->meta) return free_single(s, pg, obj);
-    unsigned slot = slots::current();
+    slots::hold held; // until the end
+    unsigned slot = held.slot();
     slab_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     if (c) c = maintain(s, slot, c);
     if (!c) return free_single(s, pg, obj); // no slot, or no memory for its array

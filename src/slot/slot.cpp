@@ -1,41 +1,128 @@
-// slot.cpp - the slot registry: a bitmap of owned slots under one lock, and the thread-exit and
-// fork hooks that keep it true.
+// slot.cpp - the slot registry: slot states, the mode (threads or CPUs), holds, idle-slot
+// visits, and the thread-exit and fork hooks that keep it true.
 #include "slot/slot.hpp"
 
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 namespace slabkit::slots {
 
 namespace detail {
-// kMaxSlots + 1: never assigned yet. kNoSlot: none to be had (exhausted, or exiting).
+// The thread's own slot; kMaxSlots + 1: none assigned yet; kNoSlot: none to be had (all taken,
+// the mode gives threads none, or exiting).
 constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
-// The slot as an array index: tls_slot while it is a slot, else kMaxSlots (see index()).
+// See index(): the owned slot, the held one, or kMaxSlots.
 constinit thread_local unsigned tls_index SLABKIT_TLS = kMaxSlots;
+slot_entry g_slots[kMaxSlots];
+bool g_cpu_mode = false;
+unsigned g_cpu_slots = 0;
 } // namespace detail
 
 namespace {
 
-constexpr unsigned kReleaseHooks = 8;
+using detail::g_cpu_slots;
+using detail::g_slots;
 
-// A slot's state. Taking a free slot is one compare-and-swap, with no lock: a thread may take
-// its first slot under any other slabkit lock (a page allocation under a cache's list lock),
-// so the registry lock must never be waited for on that path. A visitor of idle slots marks
-// the slot it works on `kVisited`, which no thread can take; the registry lock only keeps
-// visitors (and fork) apart.
-enum : uint8_t { kFree = 0, kOwned = 1, kVisited = 2 };
+constexpr unsigned kReleaseHooks = 8;
+// A hold that keeps being restarted (a signal storm) gives up after this many tries.
+constexpr unsigned kHoldTries = 64;
 
 platform::mutex g_lock; // visitors of idle slots, release-hook registration, fork
-std::atomic<uint8_t> g_state[kMaxSlots];
-std::atomic<uint64_t> g_idle_since_ms[kMaxSlots]; // when the slot was last given back
-std::atomic<uint8_t> g_node[kMaxSlots];
 std::atomic<unsigned> g_in_use{0};
 std::atomic<unsigned> g_high_water{0};
 void (*g_release_hooks[kReleaseHooks])(unsigned);
 std::atomic<unsigned> g_release_hook_count{0};
+
+// The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
+constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
+
+// Counters (slow paths only: atomic adds).
+std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0};
+
+// ---- the mode ------------------------------------------------------------------------------
+
+// 0: not chosen; 1: being chosen; 2: chosen.
+std::atomic<uint8_t> g_mode_state{0};
+mode g_mode = mode::thread;
+const char *g_mode_why = "";
+unsigned g_own_base = 0; // threads own slots g_own_base .. g_own_base + g_own_slots - 1
+unsigned g_own_slots = kThreadSlots;
+
+// Why CPU mode cannot be had here, or nullptr when it can.
+const char *cpu_mode_unavailable() {
+    const platform::rseq_status &st = platform::rseq_state();
+    if (st.source == platform::rseq_source::none) return st.why;
+    if (!st.fence)
+        return "the kernel has no membarrier rseq fence (Linux 5.10 and later), which the "
+               "trimmer needs to drain a CPU's structures";
+    if (platform::cpu_count() > kMaxSlots)
+        return "the machine has more CPUs than slabkit has slots";
+    return nullptr;
+}
+
+void enter_mode(mode m, const char *why) {
+    g_mode = m;
+    g_mode_why = why;
+    if (m == mode::thread) return; // own slots 0 .. kThreadSlots-1, then the shared ones
+    const platform::topology &t = platform::numa();
+    g_cpu_slots = t.cpus;
+    for (unsigned cpu = 0; cpu < g_cpu_slots; ++cpu)
+        g_slots[cpu].node.store(t.cpu_node[cpu], std::memory_order_relaxed);
+    g_own_base = g_cpu_slots;
+    g_own_slots = 0;
+    if (m == mode::automatic) {
+        unsigned room = kMaxSlots - g_cpu_slots;
+        if (room > kThreadSlots) room = kThreadSlots;
+        unsigned fallback = 2 * g_cpu_slots < room ? 2 * g_cpu_slots : room;
+        g_own_slots =
+            static_cast<unsigned>(platform::env_uint("SLABKIT_THREAD_SLOTS", fallback, 0, room));
+    }
+    g_in_use.store(g_cpu_slots, std::memory_order_relaxed);
+    g_high_water.store(g_cpu_slots, std::memory_order_release);
+    detail::g_cpu_mode = true;
+}
+
+// Chooses the mode from SLABKIT_SLOTS (once; every thread waits for the one choosing).
+void choose_mode() {
+    uint8_t st = g_mode_state.load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(st == 2)) return;
+    if (st == 0 && g_mode_state.compare_exchange_strong(st, 1, std::memory_order_acquire)) {
+        const char *env = platform::env("SLABKIT_SLOTS");
+        const char *unavailable = cpu_mode_unavailable();
+        if (env && strcmp(env, "thread") == 0) {
+            enter_mode(mode::thread, "SLABKIT_SLOTS=thread");
+        } else if (env && strcmp(env, "cpu") == 0) {
+            if (unavailable) {
+                platform::print_error("slabkit: SLABKIT_SLOTS=cpu: the CPUs' slots are not "
+                                      "available here (%s); using thread mode\n",
+                                      unavailable);
+                enter_mode(mode::thread, unavailable);
+            } else {
+                enter_mode(mode::cpu, "SLABKIT_SLOTS=cpu");
+            }
+        } else {
+            if (env && strcmp(env, "auto") != 0)
+                platform::print_error("slabkit: SLABKIT_SLOTS=%s is not a slot mode (thread, cpu "
+                                      "or auto); using auto\n",
+                                      env);
+            if (unavailable)
+                enter_mode(mode::thread, unavailable);
+            else
+                enter_mode(mode::automatic, "auto: rseq works here");
+        }
+        g_mode_state.store(2, std::memory_order_release);
+        return;
+    }
+    while (g_mode_state.load(std::memory_order_acquire) != 2) {
+    }
+}
+
+// ---- thread exit and fork -----------------------------------------------------------------
 
 void on_thread_exit() {
     unsigned slot = detail::tls_slot;
@@ -44,10 +131,10 @@ void on_thread_exit() {
     if (slot >= kMaxSlots) return;
     unsigned n = g_release_hook_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) g_release_hooks[i](slot);
-    g_idle_since_ms[slot].store(platform::now_coarse_ms(), std::memory_order_relaxed);
+    g_slots[slot].idle_since_ms.store(platform::now_coarse_ms(), std::memory_order_relaxed);
     g_in_use.fetch_sub(1, std::memory_order_relaxed);
     // Release: the next owner or visitor sees everything this thread left in the slot.
-    g_state[slot].store(kFree, std::memory_order_release);
+    g_slots[slot].state.store(kFree, std::memory_order_release);
 }
 
 void fork_prepare() {
@@ -57,20 +144,23 @@ void fork_parent() {
     g_lock.unlock();
 }
 void fork_child() {
-    // Only the forking thread lives on in the child: every other slot is idle now (also one a
-    // thread had just taken and not yet recorded), and its per-slot state is inherited by
-    // whichever thread takes it next.
-    unsigned mine = detail::tls_slot;
-    unsigned count = 0;
+    // Only the forking thread lives on in the child: every other slot is free now (also one a
+    // thread had just taken and not yet recorded, or held for a slow path), and its per-slot
+    // state is inherited by whichever thread takes it next.
+    unsigned mine = detail::tls_slot < kMaxSlots ? detail::tls_slot : tls_held;
+    unsigned count = g_cpu_slots;
     const uint64_t now = platform::now_coarse_ms();
     for (unsigned s = 0; s < kMaxSlots; ++s) {
         bool keep = s == mine;
-        if (!keep && g_state[s].load(std::memory_order_relaxed) != kFree)
-            g_idle_since_ms[s].store(now, std::memory_order_relaxed);
-        g_state[s].store(keep ? kOwned : kFree, std::memory_order_relaxed);
-        count += keep;
+        if (!keep && g_slots[s].state.load(std::memory_order_relaxed) != kFree)
+            g_slots[s].idle_since_ms.store(now, std::memory_order_relaxed);
+        g_slots[s].state.store(keep ? kOwned : kFree, std::memory_order_relaxed);
+        count += keep && s == detail::tls_slot;
     }
     g_in_use.store(count, std::memory_order_relaxed);
+    // A thread that was choosing the mode at fork does not exist here: choose again.
+    uint8_t choosing = 1;
+    g_mode_state.compare_exchange_strong(choosing, 0, std::memory_order_relaxed);
     g_lock.reset_after_fork();
 }
 
@@ -85,64 +175,209 @@ __attribute__((constructor)) void install_hooks() {
                         "hooks\n");
 }
 
+// ---- visits --------------------------------------------------------------------------------
+
+// Marks a free slot visited. In CPU mode the slot's CPU may be running an rseq section that
+// read the word as free before the mark; the fence restarts it (after which it sees the mark).
+// A thread of that CPU may also have taken the slot in between with its rseq section's plain
+// store, overwriting the mark: then the slot is its, and the visit skips it.
+bool begin_visit(unsigned s) {
+    uint32_t expected = kFree;
+    // Acquire: fn sees everything the slot's last owner (or visitor) left in it.
+    if (!g_slots[s].state.compare_exchange_strong(expected, kVisited, std::memory_order_acquire,
+                                                  std::memory_order_relaxed))
+        return false;
+    if (s >= g_cpu_slots) return true;
+    if (!platform::rseq_fence_cpu(s)) {
+        // The fence was there when CPU mode was chosen; without it now, leave the CPU alone.
+        uint32_t mine = kVisited;
+        g_slots[s].state.compare_exchange_strong(mine, kFree, std::memory_order_release);
+        return false;
+    }
+    return g_slots[s].state.load(std::memory_order_acquire) == kVisited;
+}
+
 // Under g_lock: visits the idle slots below the high-water mark given back at `before_ms` or
-// earlier, each marked kVisited while fn runs.
+// earlier, and the CPUs' slots (all of them; with a time, those of the CPUs the process may not
+// run on), each marked kVisited while fn runs.
 void visit_idle(uint64_t before_ms, void (*fn)(unsigned, void *), void *arg) {
     unsigned limit = g_high_water.load(std::memory_order_acquire);
+    uint64_t allowed[platform::kMaxCpus / 64];
+    bool only_unallowed = before_ms != UINT64_MAX;
+    if (only_unallowed && g_cpu_slots && !platform::allowed_cpus(allowed, platform::kMaxCpus / 64))
+        memset(allowed, 0xff, sizeof allowed); // cannot tell: drain no CPU
     for (unsigned s = 0; s < limit; ++s) {
-        if (g_state[s].load(std::memory_order_relaxed) != kFree ||
-            g_idle_since_ms[s].load(std::memory_order_relaxed) > before_ms)
+        if (g_slots[s].state.load(std::memory_order_relaxed) != kFree) continue;
+        const bool cpu = s < g_cpu_slots;
+        if (cpu) {
+            if (only_unallowed && ((allowed[s / 64] >> (s % 64)) & 1)) continue;
+        } else if (g_slots[s].idle_since_ms.load(std::memory_order_relaxed) > before_ms) {
             continue;
-        uint8_t expected = kFree;
-        // Acquire: fn sees everything the slot's last owner (or visitor) left in it. The time
-        // is read again: the slot may have been taken and given back in between.
-        if (!g_state[s].compare_exchange_strong(expected, kVisited, std::memory_order_acquire,
-                                                std::memory_order_relaxed))
-            continue;
-        if (g_idle_since_ms[s].load(std::memory_order_relaxed) <= before_ms) fn(s, arg);
-        g_state[s].store(kFree, std::memory_order_release);
+        }
+        if (!begin_visit(s)) continue;
+        // The time is read again: the slot may have been taken and given back in between.
+        if (cpu || g_slots[s].idle_since_ms.load(std::memory_order_relaxed) <= before_ms) {
+            fn(s, arg);
+            if (cpu && only_unallowed) g_cpu_drains.fetch_add(1, std::memory_order_relaxed);
+        }
+        g_slots[s].state.store(kFree, std::memory_order_release);
     }
+}
+
+void raise_high_water(unsigned slot) {
+    unsigned top = g_high_water.load(std::memory_order_relaxed);
+    while (top < slot + 1 &&
+           !g_high_water.compare_exchange_weak(top, slot + 1, std::memory_order_release,
+                                               std::memory_order_relaxed)) {
+    }
+}
+
+// Thread mode, a thread beyond kThreadSlots: one of the shared slots, picked from the thread's
+// address so that threads spread over them, taken with a compare-and-swap if free.
+unsigned hold_shared() {
+    uintptr_t self = reinterpret_cast<uintptr_t>(&tls_held);
+    unsigned first = static_cast<unsigned>((self >> 12) * 0x9e3779b1u >> 8) % kSharedSlots;
+    for (unsigned i = 0; i < 4; ++i) {
+        unsigned slot = kThreadSlots + (first + i) % kSharedSlots;
+        uint32_t expected = kFree;
+        if (g_slots[slot].state.compare_exchange_strong(expected, kOwned, std::memory_order_acquire,
+                                                        std::memory_order_relaxed)) {
+            raise_high_water(slot);
+            g_shared_holds.fetch_add(1, std::memory_order_relaxed);
+            return slot;
+        }
+    }
+    g_busy.fetch_add(1, std::memory_order_relaxed);
+    return kNoSlot;
+}
+
+// CPU mode: the slot of the CPU the thread runs on, taken with an rseq section on that CPU.
+unsigned hold_cpu() {
+#if SLABKIT_HAVE_RSEQ
+    if (!platform::rseq_register_thread()) return kNoSlot;
+    for (unsigned tries = 0; tries < kHoldTries; ++tries) {
+        unsigned cpu = platform::rseq_cpu();
+        if (cpu >= g_cpu_slots) return kNoSlot;
+        if (platform::rseq_lock(&g_slots[cpu].state, cpu)) return cpu;
+        if (g_slots[cpu].state.load(std::memory_order_relaxed) != kFree) {
+            g_busy.fetch_add(1, std::memory_order_relaxed);
+            return kNoSlot;
+        }
+        // Restarted, or moved to another CPU: read the CPU again.
+    }
+#endif
+    return kNoSlot;
 }
 
 } // namespace
 
 namespace detail {
+
 unsigned acquire() {
+    choose_mode();
+    if (g_own_slots == 0) tls_slot = kNoSlot; // the mode gives threads no slot of their own
     if (tls_slot == kNoSlot || platform::thread_exiting()) return kNoSlot;
     const unsigned node = platform::numa().cpu_node[platform::current_cpu()];
     unsigned slot = kNoSlot;
     bool visited = false; // a free slot was being visited: try again next time
-    for (unsigned s = 0; s < kMaxSlots; ++s) {
-        uint8_t state = g_state[s].load(std::memory_order_relaxed);
+    for (unsigned s = g_own_base; s < g_own_base + g_own_slots; ++s) {
+        uint32_t state = g_slots[s].state.load(std::memory_order_relaxed);
         if (state == kFree &&
-            g_state[s].compare_exchange_strong(state, kOwned, std::memory_order_acquire,
-                                               std::memory_order_relaxed)) {
+            g_slots[s].state.compare_exchange_strong(state, kOwned, std::memory_order_acquire,
+                                                     std::memory_order_relaxed)) {
             slot = s;
             break;
         }
         visited |= state == kVisited;
     }
     if (slot == kNoSlot) {
-        // None free: this thread stays on the locked paths (for good when all are owned).
+        // None free: this thread uses the CPUs' slots, or shares slots (for good when all are
+        // owned).
         if (!visited) tls_slot = kNoSlot;
         return kNoSlot;
     }
-    g_node[slot].store(static_cast<uint8_t>(node), std::memory_order_relaxed);
+    g_slots[slot].node.store(node, std::memory_order_relaxed);
     g_in_use.fetch_add(1, std::memory_order_relaxed);
-    unsigned top = g_high_water.load(std::memory_order_relaxed);
-    while (top < slot + 1 &&
-           !g_high_water.compare_exchange_weak(top, slot + 1, std::memory_order_release,
-                                               std::memory_order_relaxed)) {
-    }
+    raise_high_water(slot);
     tls_slot = slot;
     tls_index = slot;
     platform::arm_thread_exit();
     return slot;
 }
+
+unsigned hold_slow(bool *taken) {
+    *taken = false;
+    if (tls_held != kNoSlot) return tls_held; // nested: the outer hold's slot
+    choose_mode();
+    unsigned slot = tls_slot < kMaxSlots ? tls_slot : acquire();
+    if (slot != kNoSlot) return slot;
+    if (g_cpu_mode) {
+        slot = hold_cpu();
+    } else {
+        if (platform::thread_exiting()) return kNoSlot;
+        slot = hold_shared();
+    }
+    if (slot == kNoSlot) return kNoSlot;
+    *taken = true;
+    tls_held = slot;
+    tls_index = slot;
+    return slot;
+}
+
+void unhold(unsigned slot) {
+    tls_held = kNoSlot;
+    tls_index = kMaxSlots;
+    if (!g_cpu_mode)
+        g_slots[slot].idle_since_ms.store(platform::now_coarse_ms(), std::memory_order_relaxed);
+    // Release: the next holder, or a visitor, sees everything done under this hold.
+    g_slots[slot].state.store(kFree, std::memory_order_release);
+}
+
 } // namespace detail
 
+unsigned current() {
+    if (detail::tls_slot < kMaxSlots) return detail::tls_slot;
+    unsigned slot = detail::acquire();
+    return slot != kNoSlot ? slot : current_if_any();
+}
+
+bool set_mode(mode m, const char **why) {
+    uint8_t st = 0;
+    const char *unavailable = cpu_mode_unavailable();
+    if (m == mode::cpu && unavailable) {
+        *why = unavailable;
+        return false;
+    }
+    if (m == mode::automatic && unavailable) m = mode::thread;
+    if (!g_mode_state.compare_exchange_strong(st, 1, std::memory_order_acquire)) {
+        if (st == 2 && g_mode == m) return true;
+        *why = "the slot mode was chosen already (at the first allocation): choose it before";
+        return false;
+    }
+    enter_mode(m, m == mode::cpu      ? "chosen by the program (cpu)"
+                  : m == mode::thread ? "chosen by the program (thread)"
+                                      : "chosen by the program (auto)");
+    g_mode_state.store(2, std::memory_order_release);
+    return true;
+}
+
+mode current_mode(const char **why) {
+    choose_mode();
+    if (why) *why = g_mode_why;
+    return g_mode;
+}
+
+counters stats() {
+    counters c;
+    c.restarts = platform::g_rseq_restarts.load(std::memory_order_relaxed);
+    c.busy = g_busy.load(std::memory_order_relaxed);
+    c.shared_holds = g_shared_holds.load(std::memory_order_relaxed);
+    c.cpu_drains = g_cpu_drains.load(std::memory_order_relaxed);
+    return c;
+}
+
 unsigned node_of(unsigned slot) {
-    return slot < kMaxSlots ? g_node[slot].load(std::memory_order_relaxed) : 0;
+    return slot < kMaxSlots ? g_slots[slot].node.load(std::memory_order_relaxed) : 0;
 }
 unsigned in_use() {
     return g_in_use.load(std::memory_order_relaxed);
@@ -151,7 +386,7 @@ unsigned high_water() {
     return g_high_water.load(std::memory_order_acquire);
 }
 bool owned(unsigned slot) {
-    return slot < kMaxSlots && g_state[slot].load(std::memory_order_relaxed) == kOwned;
+    return slot < kMaxSlots && g_slots[slot].state.load(std::memory_order_relaxed) == kOwned;
 }
 
 void for_each_idle(void (*fn)(unsigned, void *), void *arg) {

@@ -1,83 +1,177 @@
-// slot.hpp - slots: what a CPU is to the kernel's per-CPU structures, a live thread is to ours.
+// slot.hpp - slots: what a CPU is to the kernel's per-CPU structures.
 //
 // Every per-CPU structure of the kernel (pcp page lists, slab per-CPU queues) is an array indexed
-// by slot here. A thread takes the lowest free slot on its first allocation and gives it back
-// when it exits; the next thread inherits whatever the slot's owners left in their per-slot
-// structures, as a task inherits an idle CPU. Only the owning thread touches a slot's per-slot
-// state, so per-slot fast paths need no lock and no atomic read-modify-write.
+// by slot here. Only one thread at a time works on a slot's per-slot state, so per-slot fast
+// paths need no lock and no atomic read-modify-write. Two kinds of slot:
 //
-// When all kMaxSlots are taken (or while a thread runs its exit hooks) a thread has no slot:
-// callers then take their locked slow path, which is always correct.
+//  * a thread's own slot: a thread takes the lowest free one on its first allocation and gives
+//    it back when it exits; the next thread inherits whatever was left in it, as a task
+//    inherits an idle CPU. Its fast paths are plain loads and stores.
+//  * a CPU's slot (slots 0 .. CPUs-1): fast paths are rseq critical sections on the structures
+//    of the CPU the thread runs on (platform/rseq.hpp) that check the CPU's lock word; slow
+//    paths take that word with an rseq section on the CPU (`hold`), never waiting for it.
 //
-// Lock order: taking a slot takes no lock. The registry lock (held by visitors of idle slots)
+// Three modes, chosen once, at first use (SLABKIT_SLOTS, or set_mode before):
+//  * thread: every thread owns a slot, up to kThreadSlots; threads beyond those share one of
+//    kSharedSlots further slots, taken with a compare-and-swap for each slow path.
+//  * cpu: no thread owns a slot; every thread uses the CPUs' slots. Memory follows CPUs.
+//  * auto (the default where rseq works; else thread): the first threads own slots (twice as
+//    many as there are CPUs; SLABKIT_THREAD_SLOTS), after the CPUs' slots; the threads beyond
+//    them use the CPUs' slots. Few threads get the fastest paths, many threads memory that
+//    follows CPUs.
+//
+// Either way, code that works on per-slot state outside an rseq section does so inside a `hold`,
+// which gives the slot it may use (or kNoSlot: callers then take their locked slow path, which
+// is always correct). Holds nest: an inner hold gets the outer one's slot.
+//
+// Lock order: taking a slot never waits. The registry lock (held by visitors of idle slots)
 // is taken before any cache or page allocator lock, and never waited for under one: the
 // visits that slow paths make under other locks only try it. See platform::fork_rank.
 #pragma once
 
 #include "base/compiler.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 namespace slabkit {
 
-inline constexpr unsigned kMaxSlots = 1024;
+inline constexpr unsigned kThreadSlots = 1024; // slots threads may own, at most
+inline constexpr unsigned kSharedSlots = 64;   // slots the threads beyond those share
+inline constexpr unsigned kMaxSlots = kThreadSlots + kSharedSlots;
 inline constexpr unsigned kNoSlot = ~0u;
 
 namespace slots {
+
+enum class mode : uint8_t { thread, cpu, automatic };
+
+// A slot's state word: free, owned (by its thread, or held for a slow path), or being visited.
+// In CPU mode it is the lock word the rseq sections check. One cache line each, so that one
+// CPU's slow paths do not disturb another's fast paths.
+enum : uint32_t { kFree = 0, kOwned = 1, kVisited = 2 };
+struct alignas(64) slot_entry {
+    std::atomic<uint32_t> state{kFree};
+    std::atomic<uint32_t> node{0};
+    std::atomic<uint64_t> idle_since_ms{0}; // when the slot was last given back
+};
 
 namespace detail {
 // constinit: no dynamic initialisation, so no TLS wrapper call on every access.
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_slot SLABKIT_TLS;
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_index
-    SLABKIT_TLS; // tls_slot, or kMaxSlots
+    SLABKIT_TLS; // the slot fast paths may use now, or kMaxSlots
+extern SLABKIT_HIDDEN slot_entry g_slots[kMaxSlots];
+extern SLABKIT_HIDDEN bool g_cpu_mode;      // CPUs have slots (cpu or auto); set before first use
+extern SLABKIT_HIDDEN unsigned g_cpu_slots; // slots 0 .. g_cpu_slots-1 are the CPUs'
 unsigned acquire();
+unsigned hold_slow(bool *taken);
+void unhold(unsigned slot);
 } // namespace detail
 
-// The calling thread's slot, or kMaxSlots when it has none (yet): never a slot any thread
-// holds. Per-slot arrays that fast paths index with it have kMaxSlots + 1 entries, the last
-// always empty, so the fast path needs no range check - an empty entry sends it to its slow
-// path, which calls current(). One load.
+// True when the CPUs have slots (cpu and auto modes): fast paths that find no slot of the
+// thread's own use the CPU's, with their rseq sections. False until the mode is chosen, which
+// happens on the first hold or slot taken: until then fast paths find no slot and take their
+// slow path, which chooses.
+SLABKIT_ALWAYS_INLINE bool cpu_mode() {
+    return detail::g_cpu_mode;
+}
+// The lock word of slot `slot` (CPU mode: the CPU's), for rseq sections.
+SLABKIT_ALWAYS_INLINE std::atomic<uint32_t> *lock_word(unsigned slot) {
+    return &detail::g_slots[slot].state;
+}
+
+// The slot the calling thread's fast paths may use now: its own (thread mode), the one it holds
+// (see hold), or kMaxSlots: never a slot another thread works on. Per-slot arrays that fast
+// paths index with it have kMaxSlots + 1 entries, the last always empty, so the fast path needs
+// no range check - an empty entry sends it to its slow path. One load.
 SLABKIT_ALWAYS_INLINE unsigned index() {
     return detail::tls_index;
 }
 
-// The calling thread's slot, or kNoSlot (see above). A load and a compare when already assigned.
-SLABKIT_ALWAYS_INLINE unsigned current() {
-    unsigned slot = detail::tls_slot;
-    if (SLABKIT_LIKELY(slot < kMaxSlots)) return slot;
-    return detail::acquire();
-}
+// The right to work on one slot's per-slot state, for a slow path: the calling thread's own slot
+// (taken on first use, if the mode gives it one); otherwise a shared slot or the CPU's, taken if
+// free and given back by the destructor. slot() is kNoSlot when none could be had without
+// waiting.
+class hold {
+  public:
+    SLABKIT_ALWAYS_INLINE hold() {
+        unsigned slot = detail::tls_slot;
+        if (SLABKIT_LIKELY(slot < kMaxSlots)) {
+            slot_ = slot;
+            taken_ = false;
+            return;
+        }
+        slot_ = detail::hold_slow(&taken_);
+    }
+    SLABKIT_ALWAYS_INLINE ~hold() {
+        if (taken_) detail::unhold(slot_);
+    }
+    hold(const hold &) = delete;
+    hold &operator=(const hold &) = delete;
+    unsigned slot() const { return slot_; }
 
-// The calling thread's slot if it has one, else kNoSlot; never takes one (safe in fork hooks,
+  private:
+    unsigned slot_;
+    bool taken_;
+};
+
+// The calling thread's own slot, taking one if it has none and the mode gives it one; else the
+// slot it holds, if any, else kNoSlot. For tests and tools; the library uses hold.
+unsigned current();
+
+// The slot the calling thread owns or holds, else kNoSlot; never takes one (safe in fork hooks,
 // where the registry lock is held).
 SLABKIT_ALWAYS_INLINE unsigned current_if_any() {
     unsigned slot = detail::tls_slot;
+    if (slot < kMaxSlots) return slot;
+    slot = detail::tls_index;
     return slot < kMaxSlots ? slot : kNoSlot;
 }
 
-// The NUMA node the slot's thread ran on when it took the slot.
+// Chooses the mode before first use (SLABKIT_SLOTS does it otherwise: thread, cpu or auto).
+// False, with *why set, when slots are in use already or the CPUs' slots are not available here
+// (cpu; auto then means thread).
+bool set_mode(mode m, const char **why);
+// The mode in force (choosing it now if nothing has yet), and a sentence on how it was chosen.
+mode current_mode(const char **why = nullptr);
+
+// Counters of the slot layer since the process started: rseq sections restarted (the kernel
+// aborted them: preemption, migration, a signal), holds refused because the slot was busy (a
+// holder preempted or migrated mid-slow-path), holds of shared slots (thread mode, beyond
+// kThreadSlots live threads), and CPUs drained by the trimmer because no thread may run on them.
+struct counters {
+    uint64_t restarts = 0;
+    uint64_t busy = 0;
+    uint64_t shared_holds = 0;
+    uint64_t cpu_drains = 0;
+};
+counters stats();
+
+// The NUMA node of the slot (thread mode: the node its thread ran on when it took the slot).
 unsigned node_of(unsigned slot);
-// Slots owned by a thread now.
+// Slots owned by a thread now, plus the CPUs' slots.
 unsigned in_use();
 // One past the highest slot ever taken: per-slot scans stop here.
 unsigned high_water();
-// True when a thread owns the slot.
+// True when a thread owns or holds the slot.
 bool owned(unsigned slot);
 
-// Calls fn(slot, arg) for every slot up to high_water() that no thread owns, marking each as
-// visited while fn runs so that no thread takes it meanwhile (a thread that finds only visited
-// slots free goes without one until its next try). The caller may touch those slots' per-slot
-// state inside fn. Visitors take turns under the registry lock.
+// Calls fn(slot, arg) for every slot up to high_water() that no thread owns or holds, marking
+// each as visited while fn runs so that no thread takes it meanwhile (a thread that finds only
+// visited slots free goes without one until its next try). The caller may touch those slots'
+// per-slot state inside fn. Visitors take turns under the registry lock. Every CPU's slot is
+// visited, each after an rseq fence on it.
 void for_each_idle(void (*fn)(unsigned slot, void *arg), void *arg);
 // The same, for the slots that have been idle since `before_ms` (platform::now_coarse_ms time)
-// or earlier: those no thread has inherited for a while.
+// or earlier: those no thread has inherited for a while; and the slots of the CPUs the process
+// may not run on now (offline, or out of its affinity mask).
 void for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned slot, void *arg), void *arg);
 // The same if no other visitor (or fork) holds the registry lock; false, doing nothing, if one
 // does. For opportunistic drains on slow paths, which may run under other slabkit locks and so
 // must never wait for the registry lock (fork takes it before those: see platform::fork_rank).
 bool try_for_each_idle_since(uint64_t before_ms, void (*fn)(unsigned slot, void *arg), void *arg);
 
-// Hooks called at thread exit with the departing thread's slot, before it becomes idle (while
+// Hooks called at thread exit with the departing thread's own slot, before it becomes idle (while
 // the thread still owns it). At most 8. Returns false when full.
 bool add_release_hook(void (*hook)(unsigned slot));
 

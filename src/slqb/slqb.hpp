@@ -41,6 +41,7 @@
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
 #include "slot/slot.hpp"
 
 #include <array>
@@ -88,12 +89,37 @@ struct kmlist {
     void set_count(uint32_t n) { nr.store(n, std::memory_order_relaxed); }
 };
 
+// A list's queue: a LIFO of free objects in one word, the head's address in the low 48 bits and
+// the count in the high 16 (platform::kPackedCountShift), so that a push or a pop is one store:
+// in CPU mode, the commit of an rseq critical section (platform/rseq.hpp). The count stays far
+// below 2^16: hiwater is at most kMaxHiwater, and a queue grows past it only by one claimed
+// inbox (at most hiwater / 2 + freebatch objects) before its owner flushes.
+struct packed_queue {
+    std::atomic<uint64_t> word{0};
+
+    void *head() const {
+        return reinterpret_cast<void *>(word.load(std::memory_order_relaxed) &
+                                        platform::kPackedHeadMask);
+    }
+    uint32_t count() const {
+        return static_cast<uint32_t>(word.load(std::memory_order_relaxed) >>
+                                     platform::kPackedCountShift);
+    }
+    void set(void *head, uint32_t n) {
+        word.store(reinterpret_cast<uint64_t>(head) | uint64_t{n} << platform::kPackedCountShift,
+                   std::memory_order_relaxed);
+    }
+    uint64_t *raw() { return reinterpret_cast<uint64_t *>(&word); }
+};
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+inline constexpr uint32_t kMaxHiwater = 16384;
+
 struct slqb_cache;
 
 struct alignas(kCacheLine) slqb_list {
     // Owner's hot line: the queue, the flag it checks when the queue runs dry, and the first
     // counters (ALLOC lands in this line too).
-    kmlist freelist;
+    packed_queue freelist;
     std::atomic<bool> remote_free_check{false};
     counter stats[NR_STATS];
     slqb_cache *cache = nullptr;
@@ -119,6 +145,12 @@ struct alignas(kCacheLine) slqb_cpu {
     uint64_t shrink_seen = 0;          // last cache shrink generation this slot honoured
     uint64_t trim_seen = 0;            // last trimmer epoch this slot honoured
 };
+
+// Where the queue and its ALLOC counter are in a slot's structure, for the rseq sections.
+inline constexpr int kQueueDisp =
+    static_cast<int>(offsetof(slqb_cpu, list) + offsetof(slqb_list, freelist));
+inline constexpr int kAllocStatDisp = static_cast<int>(
+    offsetof(slqb_cpu, list) + offsetof(slqb_list, stats) + ALLOC * sizeof(counter));
 
 struct alignas(kCacheLine) slqb_node {
     platform::mutex list_lock;
@@ -160,7 +192,8 @@ void flush_slot(slqb_cache *s, unsigned slot, bool release);
 size_t reclaim(slqb_cache *s);
 // The trimmer's share of the node lists: each claims its inbox and gives back one batch.
 void trim(slqb_cache *s);
-// Sets hiwater/freebatch (1 <= freebatch <= hiwater + 1); false when out of range.
+// Sets hiwater/freebatch (1 <= freebatch <= hiwater + 1, hiwater <= kMaxHiwater); false when out
+// of range.
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch);
 // A tunable by name: "order", "hiwater", "freebatch".
 bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why);
@@ -186,6 +219,9 @@ uint64_t frees_of(const slqb_list *l);
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero);
 void free_slow(slqb_cache *s, page *pg, void *obj);
 void flush_free_list(slqb_cache *s, slqb_cpu *c);
+// CPU mode: flushes a batch from the queue of the CPU whose slot the caller can hold, if that
+// queue is past hiwater (after a push that took it there).
+SLABKIT_NOINLINE void flush_cpu_queue(slqb_cache *s);
 // The full check of a free the fast check did not accept (an object in a later page of an
 // order > 0 slab, or a bad free), then the free.
 SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
@@ -195,6 +231,73 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves through
 // a tail call whenever anything is unusual, so it needs no stack frame.
 
+// Pops one object from slot list c's queue, or nullptr; the caller may work on c (it owns or
+// holds c's slot).
+SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
+    slqb_list &l = c->list;
+    uint64_t w = l.freelist.word.load(std::memory_order_relaxed);
+    void *obj = reinterpret_cast<void *>(w & platform::kPackedHeadMask);
+    if (SLABKIT_LIKELY(obj != nullptr)) {
+        // The pop touches only this slot's list and the object itself.
+        uint64_t rest =
+            (w & ~platform::kPackedHeadMask) - (uint64_t{1} << platform::kPackedCountShift);
+        l.freelist.word.store(rest | reinterpret_cast<uint64_t>(get_freepointer(s, obj)),
+                              std::memory_order_relaxed);
+        l.stats[ALLOC].add();
+    }
+    return obj;
+}
+
+// Pushes obj on slot list c's queue (the caller may work on c), flushing a batch past hiwater.
+SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) {
+    slqb_list &l = c->list;
+    uint64_t w = l.freelist.word.load(std::memory_order_relaxed);
+    set_freepointer(s, obj, reinterpret_cast<void *>(w & platform::kPackedHeadMask));
+    uint64_t nw =
+        ((w & ~platform::kPackedHeadMask) + (uint64_t{1} << platform::kPackedCountShift)) |
+        reinterpret_cast<uint64_t>(obj);
+    l.freelist.word.store(nw, std::memory_order_relaxed);
+    if (SLABKIT_UNLIKELY((nw >> platform::kPackedCountShift) > s->hiwater))
+        return flush_free_list(s, c);
+}
+
+// The fast paths of a thread without a slot of its own, when the CPUs have slots: the same pop
+// and push as rseq critical sections on the queue of the CPU the thread runs on. They give up
+// (nullptr, false) when the kernel aborts the section, when the CPU has no structure for this
+// cache yet, when its slot is held by a slow path, or on an object of another node: the slow
+// path then holds the CPU's slot and does the rest.
+SLABKIT_ALWAYS_INLINE void *alloc_from_cpu_queue(slqb_cache *s,
+                                                 const std::atomic<slqb_cpu *> *cpu_slab) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+    return platform::rseq_pop_packed<kQueueDisp, kAllocStatDisp>(
+        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+#else
+    (void)s;
+    (void)cpu_slab;
+    return nullptr;
+#endif
+}
+
+SLABKIT_ALWAYS_INLINE bool free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start();
+    // The CPU's node, as its structure has it (get_cpu), without loading the structure.
+    if (SLABKIT_UNLIKELY(s->numa) && page_to_nid(pg) != slots::node_of(cpu) % s->nr_nodes)
+        return false;
+    uint32_t nr = platform::rseq_push_packed<kQueueDisp>(&s->cpu_slab[cpu], slots::lock_word(cpu),
+                                                         cpu, s->offset, obj);
+    if (SLABKIT_UNLIKELY(nr == 0)) return false;
+    if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
+    return true;
+#else
+    (void)s;
+    (void)pg;
+    (void)obj;
+    return false;
+#endif
+}
+
 // One object from the slot's queue, or nullptr when the slot has none queued (or no structure
 // for this cache yet): the caller then takes a slow path.
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
@@ -202,16 +305,9 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
                                              const std::atomic<slqb_cpu *> *cpu_slab) {
     slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
-    slqb_list &l = c->list;
-    void *obj = l.freelist.head;
-    if (SLABKIT_LIKELY(obj != nullptr)) {
-        // The pop touches only this slot's list and the object itself.
-        l.freelist.head = get_freepointer(s, obj);
-        l.freelist.set_count(l.freelist.count() - 1);
-        l.stats[ALLOC].add();
-    }
-    return obj;
+    if (SLABKIT_LIKELY(c != nullptr)) return pop_from_queue(s, c);
+    if (slots::cpu_mode()) return alloc_from_cpu_queue(s, cpu_slab);
+    return nullptr;
 }
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
@@ -228,14 +324,10 @@ SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
     slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
     // Same node (always, with one node): the object joins this slot's queue, whoever owns its
     // slab, so a producer/consumer pair never touches the producer's structures.
-    if (SLABKIT_LIKELY(c != nullptr) &&
-        SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node)) {
-        slqb_list &l = c->list;
-        set_freepointer(s, obj, l.freelist.head);
-        l.freelist.head = obj;
-        uint32_t nr = l.freelist.count() + 1;
-        l.freelist.set_count(nr);
-        if (SLABKIT_UNLIKELY(nr > s->hiwater)) return flush_free_list(s, c);
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node))
+            return push_to_queue(s, c, obj);
+    } else if (slots::cpu_mode() && SLABKIT_LIKELY(free_to_cpu_queue(s, pg, obj))) {
         return;
     }
     return free_slow(s, pg, obj);

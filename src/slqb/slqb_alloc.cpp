@@ -31,13 +31,10 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     return c;
 }
 
-// Pops one object from a queue, or nullptr.
-static void *queue_pop(slqb_cache *s, kmlist &q) {
-    void *obj = q.head;
-    if (obj) {
-        q.head = get_freepointer(s, obj);
-        q.set_count(q.count() - 1);
-    }
+// Pops one object from a list's queue, or nullptr.
+static void *queue_pop(slqb_cache *s, packed_queue &q) {
+    void *obj = q.head();
+    if (obj) q.set(get_freepointer(s, obj), q.count() - 1);
     return obj;
 }
 
@@ -160,7 +157,8 @@ void *alloc_shared(slqb_cache *s) {
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
-    if (slot == kNoSlot) slot = slots::current();
+    slots::hold held;   // for the caller's slot (kNoSlot), until the end
+    if (slot == kNoSlot) slot = held.slot();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     void *obj = nullptr;
     if (!c || (node != kAnyNode && static_cast<unsigned>(node) != c->list.node)) {

@@ -272,7 +272,7 @@ size_t reclaim(slqb_cache *s) {
 // True when a flushed per-slot structure holds nothing and no slab points at its list.
 static bool cpu_is_empty(slqb_cpu *c) {
     platform::lock_guard guard(c->list.page_lock);
-    return c->list.nr_slabs.load(std::memory_order_relaxed) == 0 && !c->list.freelist.head &&
+    return c->list.nr_slabs.load(std::memory_order_relaxed) == 0 && !c->list.freelist.head() &&
            c->list.inbox.count() == 0 && c->rlist.count() == 0;
 }
 
@@ -309,7 +309,7 @@ void trim(slqb_cache *s) {
 }
 
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch) {
-    if (freebatch < 1 || freebatch > hiwater + 1) return false;
+    if (freebatch < 1 || freebatch > hiwater + 1 || hiwater > kMaxHiwater) return false;
     s->hiwater = hiwater;
     s->freebatch = freebatch;
     return true;
@@ -325,7 +325,9 @@ bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why
         }
         uint32_t v = static_cast<uint32_t>(value);
         bool ok = name[0] == 'h' ? tune(s, v, s->freebatch) : tune(s, s->hiwater, v);
-        if (!ok) *why = "freebatch must be at least 1 and at most hiwater + 1";
+        if (!ok)
+            *why = "freebatch must be at least 1 and at most hiwater + 1, and hiwater at most "
+                   "16384";
         return ok;
     }
     *why = "unknown tunable (SLQB has order, hiwater, freebatch)";

@@ -65,13 +65,15 @@ uint32_t claim_remote_list(slqb_cache *s, slqb_list *l) {
         set_freepointer(s, tail, nullptr);
         // The inbox goes after the queue's last object (the cold end), as SLQB did. The queue is
         // empty when an allocation claims; trims and destroy walk to its end.
-        kmlist &q = l->freelist;
-        if (q.head) {
-            void *last = q.head;
+        packed_queue &q = l->freelist;
+        if (void *first = q.head()) {
+            void *last = first;
             while (void *next = get_freepointer(s, last)) last = next;
-            q.tail = last;
+            set_freepointer(s, last, head);
+            q.set(first, q.count() + n);
+        } else {
+            q.set(head, n);
         }
-        queue_append(s, q, head, tail, n);
         count(l, CLAIM_REMOTE_LIST);
         count(l, CLAIM_REMOTE_LIST_OBJECTS, n);
     }
@@ -154,10 +156,12 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     release_chain chain;
     bool locked = false;
     uint32_t done = 0;
+    void *head = l->freelist.head();
+    const uint32_t had = l->freelist.count();
     for (; done < n; ++done) {
-        void *obj = l->freelist.head;
-        if (SLABKIT_UNLIKELY(!obj)) break; // a count left too high (a fork mid-pop)
-        l->freelist.head = get_freepointer(s, obj);
+        void *obj = head;
+        if (SLABKIT_UNLIKELY(!obj)) break; // a count left too high
+        head = get_freepointer(s, obj);
         page *pg = virt_to_head_page(obj);
         slqb_list *owner = list_of(pg);
         if (owner == l) {
@@ -176,7 +180,7 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
         }
     }
     if (locked) l->page_lock.unlock();
-    l->freelist.set_count(l->freelist.head ? l->freelist.count() - done : 0);
+    l->freelist.set(head, head ? had - done : 0);
     count(l, FLUSH_FREE_LIST);
     count(l, FLUSH_FREE_LIST_OBJECTS, done);
     release_slabs(chain);
@@ -191,8 +195,8 @@ void flush_node_batch(slqb_cache *s, slqb_list *l) {
 }
 
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
-    while (l->freelist.head) {
-        if (l->freelist.count() == 0) l->freelist.set_count(1); // a count left too low
+    while (void *head = l->freelist.head()) {
+        if (l->freelist.count() == 0) l->freelist.set(head, 1); // a count left too low
         flush_some(s, l, c, UINT32_MAX);
     }
 }
@@ -210,17 +214,25 @@ void trim_cpu(slqb_cache *s, slqb_cpu *c) {
 }
 
 void free_slow(slqb_cache *s, page *pg, void *obj) {
-    unsigned slot = slots::current();
+    slots::hold held; // until the end
+    unsigned slot = held.slot();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     if (!c) {
         // No slot (a thread being torn down, or more threads than slots) or no memory for one:
         // the object goes straight back to its slab.
         return free_shared(s, obj);
     }
-    if (!s->numa || page_to_nid(pg) == c->list.node) return free_to_slot(s, pg, obj);
+    if (!s->numa || page_to_nid(pg) == c->list.node) return push_to_queue(s, c, obj);
     // Another node's object goes home through the outbox without visiting this slot's queue.
     count(&c->list, FREE_REMOTE);
     free_to_remote(s, c, pg, obj);
+}
+
+void flush_cpu_queue(slqb_cache *s) {
+    slots::hold held;
+    if (held.slot() == kNoSlot) return; // the slot's next slow path flushes
+    slqb_cpu *c = s->cpu_slab[held.slot()].load(std::memory_order_acquire);
+    if (c && c->list.freelist.count() > s->hiwater) flush_free_list(s, c);
 }
 
 void free_shared(slqb_cache *s, void *obj) {

@@ -14,9 +14,15 @@ struct checker {
         if (problems++ < 8) out.printf("%s: %s (%p)\n", s->name, what, where);
     }
 
-    void check_queue(const kmlist &q, const char *which) {
+    template <class Queue>
+    void check_queue(const Queue &q, const char *which) {
         uint32_t n = 0;
-        for (void *o = q.head; o; o = get_freepointer(s, o)) {
+        void *head;
+        if constexpr (requires { q.head(); })
+            head = q.head();
+        else
+            head = q.head;
+        for (void *o = head; o; o = get_freepointer(s, o)) {
             page *pg = slab_page_of(o);
             if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, o)) {
                 fail(which, o);

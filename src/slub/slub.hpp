@@ -44,6 +44,7 @@
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
 #include "slot/slot.hpp"
 
 #include <array>
@@ -124,6 +125,14 @@ struct alignas(kCacheLine) slub_cpu {
     std::atomic<int64_t> slow_delta{0};
     uint64_t shrink_seen = 0; // last cache shrink generation this slot honoured
 };
+
+// Where the fast paths' words are in a slot's structure, for the rseq sections.
+inline constexpr int kFreelistDisp = static_cast<int>(offsetof(slub_cpu, freelist));
+inline constexpr int kSlabDisp = static_cast<int>(offsetof(slub_cpu, slab));
+inline constexpr int kAllocFastpathDisp =
+    static_cast<int>(offsetof(slub_cpu, stats) + ALLOC_FASTPATH * sizeof(counter));
+inline constexpr int kFreeFastpathDisp =
+    static_cast<int>(offsetof(slub_cpu, stats) + FREE_FASTPATH * sizeof(counter));
 
 struct alignas(kCacheLine) slub_node {
     platform::mutex list_lock;
@@ -216,16 +225,28 @@ SLABKIT_NOINLINE void free_checked(slub_cache *s, void *obj);
 // One object from the slot's freelist, or nullptr (empty, or no structure for this cache yet).
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
+// A thread without a slot of its own, when the CPUs have slots, pops the freelist of the CPU it
+// runs on in an rseq critical section (nullptr: empty, or the section failed, or the CPU has no
+// structure yet: the slow path holds the CPU's slot and does the rest).
 SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
     slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(c == nullptr)) return nullptr;
-    void *obj = c->freelist;
-    if (SLABKIT_LIKELY(obj != nullptr)) {
-        // The pop touches only this slot's structure and the object itself.
-        c->freelist = get_freepointer(s, obj);
-        c->stats[ALLOC_FASTPATH].add();
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        void *obj = c->freelist;
+        if (SLABKIT_LIKELY(obj != nullptr)) {
+            // The pop touches only this slot's structure and the object itself.
+            c->freelist = get_freepointer(s, obj);
+            c->stats[ALLOC_FASTPATH].add();
+        }
+        return obj;
     }
-    return obj;
+#if SLABKIT_HAVE_RSEQ
+    if (slots::cpu_mode()) {
+        unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+        return platform::rseq_pop_list<kFreelistDisp, kAllocFastpathDisp>(
+            &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+    }
+#endif
+    return nullptr;
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the slot's freelist and clears
@@ -249,13 +270,24 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slub_cache *s, page *pg, void *obj) {
     slub_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
     // Only the page is compared (no node test): an object of the slot's current slab joins the
     // slot's freelist; any other goes straight back to its own slab.
-    if (SLABKIT_LIKELY(c != nullptr) &&
-        SLABKIT_LIKELY(c->slab.load(std::memory_order_relaxed) == pg)) {
-        set_freepointer(s, obj, c->freelist);
-        c->freelist = obj;
-        c->stats[FREE_FASTPATH].add();
-        return;
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        if (SLABKIT_LIKELY(c->slab.load(std::memory_order_relaxed) == pg)) {
+            set_freepointer(s, obj, c->freelist);
+            c->freelist = obj;
+            c->stats[FREE_FASTPATH].add();
+            return;
+        }
+        return slab_free(s, pg, obj);
     }
+#if SLABKIT_HAVE_RSEQ
+    if (slots::cpu_mode()) {
+        // The same push on the CPU's freelist, the slab compared inside the critical section.
+        unsigned cpu = platform::rseq_cpu_start();
+        if (platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
+                &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg))
+            return;
+    }
+#endif
     return slab_free(s, pg, obj);
 }
 

@@ -116,6 +116,7 @@ void *slot_alloc(slub_cache *s, slub_cpu *c, int node) {
     }
     void *freelist;
     page *pg;
+    if (!c->freelist) anchor_empty_freelist(c);
     for (;;) {
         pg = c->slab.load(std::memory_order_relaxed);
         if (!pg) break;
@@ -263,7 +264,8 @@ page *new_slab(slub_cache *s, int node) {
 void *alloc_slow(slub_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
-    if (slot == kNoSlot) slot = slots::current();
+    slots::hold held;   // for the caller's slot (kNoSlot), until the end
+    if (slot == kNoSlot) slot = held.slot();
     slub_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     void *obj = c ? slot_alloc(s, c, node) : alloc_single(s, node);
     if (obj && zero) memset(obj, 0, s->object_size);

@@ -28,6 +28,12 @@ void discard_slab(slub_cache *s, page *pg, release_chain &chain) {
     chain.add(pg);
 }
 
+void anchor_empty_freelist(slub_cpu *c) {
+    c->slow_delta.store(static_cast<int64_t>(c->stats[ALLOC_FASTPATH].get()) -
+                            static_cast<int64_t>(c->stats[FREE_FASTPATH].get()),
+                        std::memory_order_relaxed);
+}
+
 uint64_t freelist_length(const slub_cpu *c) {
     int64_t n = c->slow_delta.load(std::memory_order_relaxed) +
                 static_cast<int64_t>(c->stats[FREE_FASTPATH].get()) -
@@ -50,9 +56,7 @@ void deactivate_slab(slub_cache *s, slub_cpu *c, page *pg, void *freelist) {
         tail = it;
         ++free_delta;
     }
-    if (c && free_delta)
-        c->slow_delta.store(c->slow_delta.load(std::memory_order_relaxed) - free_delta,
-                            std::memory_order_relaxed);
+    if (c && freelist) anchor_empty_freelist(c); // it was the slot's whole freelist
     // Stage two: unfreeze, with the slot's objects in front of the slab's own. A slab headed
     // for the partial list has the list lock taken before the swap, so that a free emptying it
     // meanwhile (which takes the lock) finds it on the list.
@@ -172,7 +176,8 @@ void flush_cpu(slub_cache *s, slub_cpu *c) {
 }
 
 void slab_free(slub_cache *s, page *pg, void *obj) {
-    unsigned slot = slots::current();
+    slots::hold held; // until the end
+    unsigned slot = held.slot();
     // A full slab gaining an object is frozen onto this slot's partial chain (no lock), if the
     // cache keeps chains and this thread has a slot; otherwise it joins its node's list.
     bool to_chain = s->cpu_partial != 0 && !s->meta && slot != kNoSlot;

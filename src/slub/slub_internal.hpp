@@ -73,6 +73,11 @@ void flush_cpu(slub_cache *s, slub_cpu *c);
 
 // The length of c's freelist (exact when its owner is not using it: see slub_cpu::slow_delta).
 uint64_t freelist_length(const slub_cpu *c);
+// Sets slow_delta so that the length reads 0: the caller found the slot's freelist empty (or
+// just took it whole). In CPU mode a fast-path counter may count a pop or push twice (an rseq
+// section aborted between its counter and its commit); anchoring on every empty freelist keeps
+// that error from lasting.
+void anchor_empty_freelist(slub_cpu *c);
 
 // The bootstrap caches (static).
 slub_cache &cache_cache();

@@ -535,7 +535,7 @@ TEST(SlotChild, Exhaustion) {
     if (mode == nullptr || strcmp(mode, "slot_exhaustion") != 0)
         GTEST_SKIP() << "runs only in a child process started by SlotExhaustion tests";
     const unsigned base = slots::in_use();
-    const unsigned free_slots = kMaxSlots - base;
+    const unsigned free_slots = kThreadSlots - base;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 << 10);
@@ -548,27 +548,51 @@ TEST(SlotChild, Exhaustion) {
     while (shared.ready.load() < free_slots)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
-    EXPECT_EQ(slots::in_use(), kMaxSlots);
-    EXPECT_EQ(slots::high_water(), kMaxSlots);
+    EXPECT_EQ(slots::in_use(), kThreadSlots);
+    EXPECT_EQ(slots::high_water(), kThreadSlots);
     std::set<unsigned> distinct;
     for (const exhaust_thread &t : ctx) {
-        EXPECT_LT(t.slot, kMaxSlots);
+        EXPECT_LT(t.slot, kThreadSlots);
         distinct.insert(t.slot);
     }
     EXPECT_EQ(distinct.size(), free_slots);
 
-    // One thread too many: no slot, and asking again does not find one either.
+    // One thread too many: no slot of its own, and asking again does not find one either; but
+    // a hold gets it one of the shared slots, given back when the hold ends, and nested holds
+    // get the same one.
     unsigned extra[2] = {0, 0};
+    unsigned held[3] = {kNoSlot, kNoSlot, kNoSlot};
+    bool owned_while_held = false, owned_after = true;
+    const uint64_t shared_before = slots::stats().shared_holds;
     std::thread([&] {
         extra[0] = slots::current();
         extra[1] = slots::current();
+        {
+            slots::hold outer;
+            held[0] = outer.slot();
+            held[1] = slots::index();
+            {
+                slots::hold inner;
+                held[2] = inner.slot();
+            }
+            owned_while_held = slots::owned(outer.slot());
+        }
+        owned_after = held[0] < kMaxSlots && slots::owned(held[0]);
+        EXPECT_EQ(slots::index(), kMaxSlots);
     }).join();
     EXPECT_EQ(extra[0], kNoSlot);
     EXPECT_EQ(extra[1], kNoSlot);
-    EXPECT_EQ(slots::in_use(), kMaxSlots);
+    EXPECT_GE(held[0], kThreadSlots);
+    EXPECT_LT(held[0], kMaxSlots);
+    EXPECT_EQ(held[1], held[0]);
+    EXPECT_EQ(held[2], held[0]);
+    EXPECT_TRUE(owned_while_held);
+    EXPECT_FALSE(owned_after);
+    EXPECT_EQ(slots::stats().shared_holds, shared_before + 1);
+    EXPECT_EQ(slots::in_use(), kThreadSlots);
     idle_visit v;
     slots::for_each_idle(record_idle, &v);
-    EXPECT_TRUE(v.visited.empty());
+    for (unsigned slot : v.visited) EXPECT_GE(slot, kThreadSlots); // only shared slots are idle
 
     shared.release.count_down();
     for (pthread_t t : threads) pthread_join(t, nullptr);

@@ -1,0 +1,235 @@
+// The CPUs' slots (slot/slot.hpp, platform/rseq.hpp) under far more threads than CPUs: holds of
+// a CPU's slot are exclusive, and the rseq critical sections restart (counted) without losing
+// anything. These run when the CPUs have slots (ctest's slabkit_tests_cpu: SLABKIT_SLOTS=cpu)
+// and skip otherwise.
+#include "core/design_list.hpp"
+#include "designs/designs.hpp"
+#include "platform/platform.hpp"
+#include "platform/rseq.hpp"
+#include "slot/slot.hpp"
+
+#include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace slabkit {
+namespace {
+
+bool cpus_have_slots() {
+    return slots::current_mode() != slots::mode::thread;
+}
+
+// Per slot: how many threads work on it now (must never exceed one).
+std::atomic<int> g_inside[kMaxSlots];
+
+TEST(CpuSlots, HoldsOfACpusSlotAreExclusive) {
+    if (!cpus_have_slots()) GTEST_SKIP() << "the CPUs have no slots in this mode";
+    std::atomic<long> clashes{0}, held{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 200000; ++i) {
+                slots::hold h;
+                unsigned s = h.slot();
+                if (s == kNoSlot) {
+                    refused.fetch_add(1, std::memory_order_relaxed);
+                    continue;
+                }
+                held.fetch_add(1, std::memory_order_relaxed);
+                if (g_inside[s].fetch_add(1) != 0) clashes.fetch_add(1);
+                for (int k = 0; k < 16; ++k) asm volatile("" ::: "memory");
+                if ((i + t) % 512 == 0) sched_yield(); // preempted while holding, sometimes
+                g_inside[s].fetch_sub(1);
+            }
+        });
+    for (std::thread &t : threads) t.join();
+    EXPECT_EQ(clashes.load(), 0);
+    EXPECT_GT(held.load(), 0);
+}
+
+// ---- every design's cache under preemption, signals and migration ---------------------------
+
+// An object carries who made it and a sequence number in its first 16 bytes, checked at free.
+struct tag {
+    uint64_t owner;
+    uint64_t seq;
+};
+
+void on_signal(int) {} // its delivery is what matters: it aborts a running critical section
+
+struct stress_result {
+    uint64_t allocated = 0, freed = 0, failed = 0, corrupt = 0, restarts = 0;
+};
+
+// Threads (far more than CPUs) allocate batches, check and free most themselves and hand the
+// rest to a shared pool that any thread frees; they yield, are signalled by a pest thread, and
+// move between CPUs (their affinity changed mid-run). Then the invariant checker runs.
+stress_result stress_cache(cache *c, unsigned threads, unsigned rounds) {
+    std::atomic<uint64_t> allocated{0}, freed{0}, failed{0}, corrupt{0};
+    std::mutex pool_lock;
+    std::vector<void *> pool;
+    auto alloc = [&](void) {
+        return designs::visit(c, [](auto ops, auto *s) { return ops.alloc(s, false); });
+    };
+    // seq 0: check the owner only (a pooled object, whose owner mark is the pool's).
+    auto release = [&](void *p, uint64_t owner, uint64_t seq) {
+        auto *t = static_cast<tag *>(p);
+        if (t->owner != owner || (seq != 0 && t->seq != seq)) corrupt.fetch_add(1);
+        t->owner = ~0ull; // freed: a second user would see this
+        designs::visit(c, [&](auto ops, auto *s) { ops.free(s, p); });
+        freed.fetch_add(1, std::memory_order_relaxed);
+    };
+    const unsigned cpus = platform::cpu_count();
+    std::atomic<bool> stop{false};
+    std::vector<pthread_t> handles(threads);
+    std::atomic<unsigned> started{0}, finished{0};
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < threads; ++w)
+        workers.emplace_back([&, w] {
+            handles[w] = pthread_self();
+            started.fetch_add(1);
+            std::mt19937_64 rng(w + 1);
+            std::vector<std::pair<void *, uint64_t>> mine;
+            uint64_t seq = 0;
+            for (unsigned r = 0; r < rounds; ++r) {
+                unsigned n = 1 + rng() % 48;
+                for (unsigned i = 0; i < n; ++i) {
+                    void *p = alloc();
+                    if (!p) {
+                        failed.fetch_add(1);
+                        continue;
+                    }
+                    allocated.fetch_add(1, std::memory_order_relaxed);
+                    *static_cast<tag *>(p) = tag{w, ++seq};
+                    mine.emplace_back(p, seq);
+                }
+                while (mine.size() > 32) {
+                    auto [p, sq] = mine.back();
+                    mine.pop_back();
+                    if (rng() % 4 == 0) {
+                        static_cast<tag *>(p)->owner = ~0ull - 1; // checked by whoever frees it
+                        std::lock_guard<std::mutex> g(pool_lock);
+                        pool.push_back(p);
+                    } else {
+                        release(p, w, sq);
+                    }
+                }
+                if (rng() % 8 == 0) {
+                    void *p = nullptr;
+                    {
+                        std::lock_guard<std::mutex> g(pool_lock);
+                        if (!pool.empty()) {
+                            p = pool.back();
+                            pool.pop_back();
+                        }
+                    }
+                    if (p) release(p, ~0ull - 1, 0);
+                }
+                if (r % 64 == 0) sched_yield();
+                if (r % 256 == 0 && cpus > 1) {
+                    // Move to one CPU, or back to all of them.
+                    cpu_set_t set;
+                    CPU_ZERO(&set);
+                    if (rng() % 3 == 0) {
+                        for (unsigned k = 0; k < cpus; ++k) CPU_SET(k, &set);
+                    } else {
+                        CPU_SET(static_cast<int>(rng() % cpus), &set);
+                    }
+                    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+                }
+            }
+            for (auto [p, sq] : mine) release(p, w, sq);
+            // Stay alive (the pest may still signal this thread) until it stops.
+            finished.fetch_add(1);
+            while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+    while (started.load() < threads) std::this_thread::yield();
+    std::thread pest([&] {
+        std::mt19937 rng(99);
+        while (!stop.load(std::memory_order_relaxed)) {
+            pthread_kill(handles[rng() % threads], SIGUSR1);
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    });
+    while (finished.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stop = true;
+    pest.join();
+    for (std::thread &t : workers) t.join();
+    for (void *p : pool) {
+        if (static_cast<tag *>(p)->owner != ~0ull - 1) corrupt.fetch_add(1);
+        designs::visit(c, [&](auto ops, auto *s) { ops.free(s, p); });
+        freed.fetch_add(1, std::memory_order_relaxed);
+    }
+    return stress_result{allocated.load(), freed.load(), failed.load(), corrupt.load(), 0};
+}
+
+class CpuSlotsDesign : public ::testing::TestWithParam<design> {};
+
+TEST_P(CpuSlotsDesign, RestartsHappenUnderStressAndNothingIsLost) {
+    if (!cpus_have_slots()) GTEST_SKIP() << "the CPUs have no slots in this mode";
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+    const design d = GetParam();
+    const char *why = nullptr;
+    std::string name = std::string("cpu-stress-") + design_name(d);
+    cache *c = designs::create(d, cache_args{name.c_str(), 96, 0, 0, nullptr}, &why);
+    ASSERT_NE(c, nullptr) << (why ? why : "");
+    const uint64_t restarts_before = slots::stats().restarts;
+    // SLOB has no per-slot structures: its only critical sections are the page allocator's
+    // holds, a few per thousand objects, and the kernel may abort none of them.
+    const bool per_slot = d != design::slob;
+    // Three phases at least; more until the kernel has aborted a critical section.
+    for (int phase = 0;
+         phase < 3 || (per_slot && slots::stats().restarts == restarts_before && phase < 40);
+         ++phase) {
+        // SLOB serves everything under one lock: fewer rounds keep its share of the time sane.
+        stress_result r = stress_cache(c, 48, d == design::slob ? 300 : 3000);
+        EXPECT_EQ(r.failed, 0u) << "phase " << phase;
+        EXPECT_EQ(r.corrupt, 0u) << "phase " << phase;
+        EXPECT_EQ(r.freed, r.allocated) << "phase " << phase;
+        // Quiescent now: the design's invariant checker, then nothing may be left out.
+        char report[1024] = "";
+        unsigned problems = designs::visit(
+            c, [&](auto ops, auto *s) { return ops.validate(s, report, sizeof report); });
+        EXPECT_EQ(problems, 0u) << "phase " << phase << ": " << report;
+        designs::trim_all();
+        design_stats st;
+        designs::statistics(c, &st);
+        EXPECT_EQ(st.active_objects, 0u) << "phase " << phase;
+        EXPECT_EQ(st.queued_objects, 0u) << "phase " << phase;
+    }
+    const uint64_t restarts = slots::stats().restarts - restarts_before;
+    RecordProperty("restarts", std::to_string(restarts));
+    printf("%s: %llu critical sections restarted\n", design_name(d),
+           static_cast<unsigned long long>(restarts));
+    // Signals every 20 us at threads that spend much of their time in critical sections (every
+    // slow path starts with one): the kernel must have aborted some.
+    if (per_slot) {
+        EXPECT_GT(restarts, 0u);
+    }
+    designs::destroy(c);
+    signal(SIGUSR1, SIG_DFL);
+}
+
+#define SLABKIT_DESIGN_VALUE(name) design::name,
+const design kAllDesigns[] = {SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_VALUE)};
+#undef SLABKIT_DESIGN_VALUE
+INSTANTIATE_TEST_SUITE_P(Designs, CpuSlotsDesign, ::testing::ValuesIn(kAllDesigns),
+                         [](const auto &param) { return std::string(design_name(param.param)); });
+
+} // namespace
+} // namespace slabkit
