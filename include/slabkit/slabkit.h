@@ -219,6 +219,30 @@ struct slabkit_page_stats {
 };
 SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
 
+/* Who gets the per-slot structures (per-CPU queues, arrays, freelists and page lists): threads,
+ * CPUs, or both. Modes: "thread" (every thread owns a slot; beyond 1024 threads, threads share
+ * 64 more, taken for each slow path), "cpu" (every thread uses the slot of the CPU it runs on,
+ * through restartable sequences) and "auto" (the default where rseq works: the first threads,
+ * twice as many as CPUs, own slots and the others use the CPUs'). */
+struct slabkit_slot_stats {
+    char mode[8];               /* "thread", "cpu" or "auto" */
+    char why[160];              /* how it was chosen, or why the CPUs have no slots here */
+    char rseq[8];               /* whose rseq registration slabkit uses: "glibc", "own", "none" */
+    unsigned cpu_slots;         /* slots of CPUs (0 in thread mode) */
+    unsigned thread_slots;      /* slots threads may own */
+    unsigned threads_owning;    /* threads owning a slot now */
+    uint64_t restarts;          /* rseq critical sections the kernel aborted */
+    uint64_t busy;              /* slow paths that found their slot held (and went without) */
+    uint64_t shared_holds;      /* slow paths of threads beyond the owned slots (thread mode) */
+    uint64_t cpu_drains;        /* slots of CPUs drained because no thread may run on them */
+};
+SLABKIT_API void slabkit_get_slot_stats(struct slabkit_slot_stats *out);
+/* Chooses the slot mode ("thread", "cpu" or "auto") before the first allocation (otherwise
+ * SLABKIT_SLOTS does, at the first allocation). Returns 0, or -1 with a sentence in *why (which
+ * may be NULL) when the mode is not one of those, was chosen already, or is "cpu" where rseq or
+ * membarrier's rseq fence is missing ("auto" then means "thread": 0 is returned). */
+SLABKIT_API int slabkit_set_slot_mode(const char *mode, const char **why);
+
 /* Writes the statistics report to file descriptor fd: the /proc/slabinfo table of every cache,
  * one line per cache with its design's counters that are not zero, then the heap totals (objects
  * in use and free, slab pages, the page allocator's other blocks, free and returned pages, OS

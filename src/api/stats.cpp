@@ -8,6 +8,8 @@
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
+#include "slot/slot.hpp"
 
 #include <cstdarg>
 #include <cstdio>
@@ -207,6 +209,17 @@ void api::print_stats(int fd) {
              static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
              static_cast<unsigned long long>(t.kept_blocks), mib(t.kept_bytes),
              static_cast<unsigned long long>(t.errors));
+    slabkit_slot_stats sl;
+    slabkit_get_slot_stats(&sl);
+    print_to(fd,
+             "slabkit: slots: mode %s (%s), rseq from %s; %u of CPUs, %u for threads (%u owned "
+             "now); %llu critical sections restarted, %llu slow paths found their slot busy, "
+             "%llu shared-slot holds, %llu CPU drains\n",
+             sl.mode, sl.why, sl.rseq, sl.cpu_slots, sl.thread_slots, sl.threads_owning,
+             static_cast<unsigned long long>(sl.restarts),
+             static_cast<unsigned long long>(sl.busy),
+             static_cast<unsigned long long>(sl.shared_holds),
+             static_cast<unsigned long long>(sl.cpu_drains));
 }
 
 extern "C" {
@@ -251,6 +264,44 @@ void slabkit_get_page_stats(struct slabkit_page_stats *out) {
     out->reserved_bytes = st.reserved_bytes;
     out->large_os_bytes = large::mapped_bytes();
     out->errors = st.errors + slab_errors();
+}
+
+void slabkit_get_slot_stats(struct slabkit_slot_stats *out) {
+    memset(out, 0, sizeof *out);
+    slots::layout_info l = slots::layout();
+    snprintf(out->mode, sizeof out->mode, "%s", slots::mode_name(l.m));
+    snprintf(out->why, sizeof out->why, "%s", l.why);
+    platform::rseq_source src = platform::rseq_state().source;
+    snprintf(out->rseq, sizeof out->rseq, "%s",
+             src == platform::rseq_source::glibc ? "glibc"
+             : src == platform::rseq_source::own ? "own"
+                                                 : "none");
+    out->cpu_slots = l.cpu_slots;
+    out->thread_slots = l.own_slots;
+    out->threads_owning = l.owned;
+    slots::counters c = slots::stats();
+    out->restarts = c.restarts;
+    out->busy = c.busy;
+    out->shared_holds = c.shared_holds;
+    out->cpu_drains = c.cpu_drains;
+}
+
+int slabkit_set_slot_mode(const char *mode, const char **why) {
+    const char *reason = nullptr;
+    bool ok = false;
+    if (!mode) {
+        reason = "no mode given (thread, cpu or auto)";
+    } else if (strcmp(mode, "thread") == 0) {
+        ok = slots::set_mode(slots::mode::thread, &reason);
+    } else if (strcmp(mode, "cpu") == 0) {
+        ok = slots::set_mode(slots::mode::cpu, &reason);
+    } else if (strcmp(mode, "auto") == 0) {
+        ok = slots::set_mode(slots::mode::automatic, &reason);
+    } else {
+        reason = "not a slot mode (thread, cpu or auto)";
+    }
+    if (why) *why = ok ? nullptr : reason;
+    return ok ? 0 : -1;
 }
 
 void slabkit_print_stats(int fd) {

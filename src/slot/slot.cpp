@@ -367,6 +367,22 @@ mode current_mode(const char **why) {
     return g_mode;
 }
 
+layout_info layout() {
+    choose_mode();
+    layout_info l;
+    l.m = g_mode;
+    l.why = g_mode_why;
+    l.cpu_slots = g_cpu_slots;
+    l.own_slots = g_own_slots;
+    unsigned used = g_in_use.load(std::memory_order_relaxed);
+    l.owned = used > g_cpu_slots ? used - g_cpu_slots : 0;
+    return l;
+}
+
+const char *mode_name(mode m) {
+    return m == mode::thread ? "thread" : m == mode::cpu ? "cpu" : "auto";
+}
+
 counters stats() {
     counters c;
     c.restarts = platform::g_rseq_restarts.load(std::memory_order_relaxed);

@@ -135,6 +135,17 @@ bool set_mode(mode m, const char **why);
 // The mode in force (choosing it now if nothing has yet), and a sentence on how it was chosen.
 mode current_mode(const char **why = nullptr);
 
+// How slots are laid out in the mode in force (choosing it now if nothing has yet).
+struct layout_info {
+    mode m = mode::thread;
+    const char *why = "";
+    unsigned cpu_slots = 0;      // slots 0 .. cpu_slots-1 are the CPUs'
+    unsigned own_slots = 0;      // slots threads may own
+    unsigned owned = 0;          // owned by a thread now
+};
+layout_info layout();
+const char *mode_name(mode m);
+
 // Counters of the slot layer since the process started: rseq sections restarted (the kernel
 // aborted them: preemption, migration, a signal), holds refused because the slot was busy (a
 // holder preempted or migrated mid-slow-path), holds of shared slots (thread mode, beyond

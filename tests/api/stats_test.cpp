@@ -282,5 +282,65 @@ TEST(KmallocStats, KmallocCachesAppearInSlabinfo) {
     slabkit_kfree(p);
 }
 
+std::string print_stats_text() {
+    char path[] = "/tmp/slabkit_report_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return "";
+    slabkit_print_stats(fd);
+    std::string text(1 << 20, '\0');
+    ssize_t n = pread(fd, text.data(), text.size(), 0);
+    close(fd);
+    unlink(path);
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return text;
+}
+
+// The slot mode is visible, consistent with SLABKIT_SLOTS, and fixed once allocation started.
+TEST(SlotStats, ModeIsReportedAndFixedAfterTheFirstAllocation) {
+    void *p = slabkit_kmalloc(64, 0); // the mode is chosen by now
+    ASSERT_NE(p, nullptr);
+    slabkit_slot_stats st;
+    slabkit_get_slot_stats(&st);
+    std::string mode = st.mode, rseq = st.rseq;
+    EXPECT_TRUE(mode == "thread" || mode == "cpu" || mode == "auto") << mode;
+    EXPECT_TRUE(rseq == "glibc" || rseq == "own" || rseq == "none") << rseq;
+    EXPECT_NE(std::string(st.why), "");
+    const char *env = getenv("SLABKIT_SLOTS");
+    if (env && (std::string(env) == "thread" || std::string(env) == "auto")) {
+        EXPECT_TRUE(mode == env || (std::string(env) == "auto" && mode == "thread")) << mode;
+    }
+    if (mode == "thread") {
+        EXPECT_EQ(st.cpu_slots, 0u);
+        EXPECT_EQ(st.thread_slots, 1024u);
+    } else {
+        EXPECT_NE(rseq, "none");
+        EXPECT_GE(st.cpu_slots, 1u);
+    }
+    if (mode == "cpu") {
+        EXPECT_EQ(st.thread_slots, 0u);
+    }
+    EXPECT_LE(st.threads_owning, st.thread_slots);
+
+    // Too late to change it, and a wrong name is refused with a reason; the same mode again is
+    // fine.
+    const char *why = nullptr;
+    const char *other = mode == "thread" ? "cpu" : "thread";
+    EXPECT_EQ(slabkit_set_slot_mode(other, &why), -1);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::string(why).find("chosen already"), std::string::npos) << why;
+    EXPECT_EQ(slabkit_set_slot_mode("per-core", &why), -1);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::string(why).find("not a slot mode"), std::string::npos) << why;
+    EXPECT_EQ(slabkit_set_slot_mode(nullptr, nullptr), -1);
+    EXPECT_EQ(slabkit_set_slot_mode(mode.c_str(), &why), 0);
+    slabkit_get_slot_stats(&st);
+    EXPECT_EQ(std::string(st.mode), mode);
+
+    // The report says it too.
+    std::string report = print_stats_text();
+    EXPECT_NE(report.find("slabkit: slots: mode " + mode), std::string::npos) << report;
+    slabkit_kfree(p);
+}
+
 } // namespace
 } // namespace slabkit::apitest
