@@ -225,16 +225,16 @@ SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
  * through restartable sequences) and "auto" (the default where rseq works: the first threads,
  * twice as many as CPUs, own slots and the others use the CPUs'). */
 struct slabkit_slot_stats {
-    char mode[8];               /* "thread", "cpu" or "auto" */
-    char why[160];              /* how it was chosen, or why the CPUs have no slots here */
-    char rseq[8];               /* whose rseq registration slabkit uses: "glibc", "own", "none" */
-    unsigned cpu_slots;         /* slots of CPUs (0 in thread mode) */
-    unsigned thread_slots;      /* slots threads may own */
-    unsigned threads_owning;    /* threads owning a slot now */
-    uint64_t restarts;          /* rseq critical sections the kernel aborted */
-    uint64_t busy;              /* slow paths that found their slot held (and went without) */
-    uint64_t shared_holds;      /* slow paths of threads beyond the owned slots (thread mode) */
-    uint64_t cpu_drains;        /* slots of CPUs drained because no thread may run on them */
+    char mode[8];            /* "thread", "cpu" or "auto" */
+    char why[160];           /* how it was chosen, or why the CPUs have no slots here */
+    char rseq[8];            /* whose rseq registration slabkit uses: "glibc", "own", "none" */
+    unsigned cpu_slots;      /* slots of CPUs (0 in thread mode) */
+    unsigned thread_slots;   /* slots threads may own */
+    unsigned threads_owning; /* threads owning a slot now */
+    uint64_t restarts;       /* rseq critical sections the kernel aborted */
+    uint64_t busy;           /* slow paths that found their slot held (and went without) */
+    uint64_t shared_holds;   /* slow paths of threads beyond the owned slots (thread mode) */
+    uint64_t cpu_drains;     /* slots of CPUs drained because no thread may run on them */
 };
 SLABKIT_API void slabkit_get_slot_stats(struct slabkit_slot_stats *out);
 /* Chooses the slot mode ("thread", "cpu" or "auto") before the first allocation (otherwise

@@ -216,8 +216,7 @@ void api::print_stats(int fd) {
              "now); %llu critical sections restarted, %llu slow paths found their slot busy, "
              "%llu shared-slot holds, %llu CPU drains\n",
              sl.mode, sl.why, sl.rseq, sl.cpu_slots, sl.thread_slots, sl.threads_owning,
-             static_cast<unsigned long long>(sl.restarts),
-             static_cast<unsigned long long>(sl.busy),
+             static_cast<unsigned long long>(sl.restarts), static_cast<unsigned long long>(sl.busy),
              static_cast<unsigned long long>(sl.shared_holds),
              static_cast<unsigned long long>(sl.cpu_drains));
 }

@@ -272,44 +272,24 @@ SLABKIT_NOINLINE void free_checked(slab_kmem_cache *s, void *obj);
 
 // A thread without a slot of its own, when the CPUs have slots, pops the array of the CPU it
 // runs on in an rseq critical section (nullptr: empty, or the section failed, or the CPU has no
-// array yet: the slow path holds the CPU's slot and does the rest).
-SLABKIT_ALWAYS_INLINE void *alloc_from_cpu_array(const std::atomic<slab_cpu *> *cpu_cache) {
-#if SLABKIT_HAVE_RSEQ
-    if (slots::cpu_mode()) {
-        unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
-        return platform::rseq_pop_array<kTouchedDisp, kAllocHitDisp, kEntriesDisp>(
-            &cpu_cache[cpu], slots::lock_word(cpu), cpu);
-    }
-#endif
-    (void)cpu_cache;
-    return nullptr;
-}
-
-// The same push on the CPU's array; false when it is full, the section failed, or the object
-// belongs to another node.
-SLABKIT_ALWAYS_INLINE bool free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj) {
-#if SLABKIT_HAVE_RSEQ
-    if (slots::cpu_mode()) {
-        unsigned cpu = platform::rseq_cpu_start();
-        // The CPU's node, as its array has it (get_cpu), without loading the array.
-        if (SLABKIT_UNLIKELY(s->numa) && page_to_nid(pg) != slots::node_of(cpu) % s->nr_nodes)
-            return false;
-        return platform::rseq_push_array<kLimitDisp, kFreeHitDisp, kEntriesDisp>(
-            &s->cpu_cache[cpu], slots::lock_word(cpu), cpu, obj);
-    }
-#endif
-    (void)s;
-    (void)pg;
-    (void)obj;
-    return false;
-}
+// array yet: the slow path holds the CPU's slot and does the rest). Out of line, so that the
+// own-slot paths stay small (inlined, it cost them their inlining into kmalloc), and in one
+// object file (slab_alloc.cpp, slab_free.cpp): a critical section's descriptor cannot point into
+// an inline function's copy that the linker may discard.
+void *alloc_from_cpu_array(const std::atomic<slab_cpu *> *cpu_cache);
+// The same, then alloc_slow when it gives up: the whole allocation, in one tail call.
+void *alloc_on_cpu(slab_kmem_cache *s, bool zero);
+// The same push on the CPU's array, then free_slow when it is full, the section failed, or the
+// object belongs to another node.
+void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj);
 
 // One object from the slot's array, or nullptr (empty, or no array for this cache yet).
 // `cpu_cache` is s->cpu_cache, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
 SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
     slab_cpu *c = cpu_cache[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(c == nullptr)) return alloc_from_cpu_array(cpu_cache);
+    if (SLABKIT_UNLIKELY(c == nullptr))
+        return slots::on_cpu_slot() ? alloc_from_cpu_array(cpu_cache) : nullptr;
     uint32_t avail = c->ac.count();
     if (SLABKIT_UNLIKELY(avail == 0)) return nullptr;
     // The hot end is the top: the object freed last, still in this CPU's cache.
@@ -333,8 +313,8 @@ SLABKIT_ALWAYS_INLINE void *alloc(slab_kmem_cache *s, bool zero = false) {
                 c->stats[ALLOCHIT].add();
                 return c->entry()[avail - 1];
             }
-        } else if (void *obj = alloc_from_cpu_array(s->cpu_cache); obj != nullptr) {
-            return obj;
+        } else if (slots::on_cpu_slot()) {
+            return alloc_on_cpu(s, zero);
         }
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
@@ -358,8 +338,8 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slab_kmem_cache *s, page *pg, void *obj)
                 return;
             }
         }
-    } else if (free_to_cpu_array(s, pg, obj)) {
-        return;
+    } else if (slots::on_cpu_slot()) {
+        return free_to_cpu_array(s, pg, obj);
     }
     return free_slow(s, pg, obj);
 }

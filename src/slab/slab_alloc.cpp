@@ -310,4 +310,22 @@ void *alloc_slow(slab_kmem_cache *s, unsigned slot, int node, bool zero) {
     return obj;
 }
 
+void *alloc_from_cpu_array(const std::atomic<slab_cpu *> *cpu_cache) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+    return platform::rseq_pop_array<kTouchedDisp, kAllocHitDisp, kEntriesDisp>(
+        &cpu_cache[cpu], slots::lock_word(cpu), cpu);
+#else
+    (void)cpu_cache;
+    return nullptr;
+#endif
+}
+
+void *alloc_on_cpu(slab_kmem_cache *s, bool zero) {
+    if (!zero) {
+        if (void *obj = alloc_from_cpu_array(s->cpu_cache)) return obj;
+    }
+    return alloc_slow(s, kNoSlot, kAnyNode, zero);
+}
+
 } // namespace slabkit::slab

@@ -240,4 +240,18 @@ void free_checked(slab_kmem_cache *s, void *obj) {
     if (page *pg = checked_slab_page(s, obj)) free_to_slab(s, pg, obj);
 }
 
+// The same push on the CPU's array; false when it is full, the section failed, or the object
+// belongs to another node.
+void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start();
+    // The CPU's node, as its array has it (get_cpu), without loading the array.
+    if ((!s->numa || page_to_nid(pg) == slots::node_of(cpu) % s->nr_nodes) &&
+        platform::rseq_push_array<kLimitDisp, kFreeHitDisp, kEntriesDisp>(
+            &s->cpu_cache[cpu], slots::lock_word(cpu), cpu, obj))
+        return;
+#endif
+    return free_slow(s, pg, obj);
+}
+
 } // namespace slabkit::slab

@@ -18,6 +18,8 @@ namespace detail {
 constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
 // See index(): the owned slot, the held one, or kMaxSlots.
 constinit thread_local unsigned tls_index SLABKIT_TLS = kMaxSlots;
+// The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
+constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
 slot_entry g_slots[kMaxSlots];
 bool g_cpu_mode = false;
 unsigned g_cpu_slots = 0;
@@ -37,9 +39,6 @@ std::atomic<unsigned> g_in_use{0};
 std::atomic<unsigned> g_high_water{0};
 void (*g_release_hooks[kReleaseHooks])(unsigned);
 std::atomic<unsigned> g_release_hook_count{0};
-
-// The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
-constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
 
 // Counters (slow paths only: atomic adds).
 std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0};
@@ -147,7 +146,7 @@ void fork_child() {
     // Only the forking thread lives on in the child: every other slot is free now (also one a
     // thread had just taken and not yet recorded, or held for a slow path), and its per-slot
     // state is inherited by whichever thread takes it next.
-    unsigned mine = detail::tls_slot < kMaxSlots ? detail::tls_slot : tls_held;
+    unsigned mine = detail::tls_slot < kMaxSlots ? detail::tls_slot : detail::tls_held;
     unsigned count = g_cpu_slots;
     const uint64_t now = platform::now_coarse_ms();
     for (unsigned s = 0; s < kMaxSlots; ++s) {
@@ -235,7 +234,7 @@ void raise_high_water(unsigned slot) {
 // Thread mode, a thread beyond kThreadSlots: one of the shared slots, picked from the thread's
 // address so that threads spread over them, taken with a compare-and-swap if free.
 unsigned hold_shared() {
-    uintptr_t self = reinterpret_cast<uintptr_t>(&tls_held);
+    uintptr_t self = reinterpret_cast<uintptr_t>(&detail::tls_held);
     unsigned first = static_cast<unsigned>((self >> 12) * 0x9e3779b1u >> 8) % kSharedSlots;
     for (unsigned i = 0; i < 4; ++i) {
         unsigned slot = kThreadSlots + (first + i) % kSharedSlots;
@@ -320,7 +319,11 @@ unsigned hold_slow(bool *taken) {
     if (slot == kNoSlot) return kNoSlot;
     *taken = true;
     tls_held = slot;
-    tls_index = slot;
+    // A shared slot's structures are laid out as a thread's own: the own-slot fast paths may
+    // work on them while held. A CPU's are not (SLQB packs its queue word for the rseq sections):
+    // fast paths inside a hold of a CPU's slot take the CPU's path, find the slot held and go
+    // to their slow path, which gets this hold's slot.
+    if (!g_cpu_mode) tls_index = slot;
     return slot;
 }
 

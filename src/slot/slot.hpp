@@ -60,6 +60,7 @@ namespace detail {
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_slot SLABKIT_TLS;
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_index
     SLABKIT_TLS; // the slot fast paths may use now, or kMaxSlots
+extern SLABKIT_HIDDEN constinit thread_local unsigned tls_held SLABKIT_TLS; // or kNoSlot
 extern SLABKIT_HIDDEN slot_entry g_slots[kMaxSlots];
 extern SLABKIT_HIDDEN bool g_cpu_mode;      // CPUs have slots (cpu or auto); set before first use
 extern SLABKIT_HIDDEN unsigned g_cpu_slots; // slots 0 .. g_cpu_slots-1 are the CPUs'
@@ -68,6 +69,10 @@ unsigned hold_slow(bool *taken);
 void unhold(unsigned slot);
 } // namespace detail
 
+// True for a CPU's slot (its structures are the rseq sections' to lay out).
+SLABKIT_ALWAYS_INLINE bool is_cpu_slot(unsigned slot) {
+    return slot < detail::g_cpu_slots;
+}
 // True when the CPUs have slots (cpu and auto modes): fast paths that find no slot of the
 // thread's own use the CPU's, with their rseq sections. False until the mode is chosen, which
 // happens on the first hold or slot taken: until then fast paths find no slot and take their
@@ -75,13 +80,19 @@ void unhold(unsigned slot);
 SLABKIT_ALWAYS_INLINE bool cpu_mode() {
     return detail::g_cpu_mode;
 }
+// True when the calling thread's fast paths use the slot of the CPU it runs on: the CPUs have
+// slots, and the thread has no slot of its own (nor holds a shared one). A thread that owns a
+// slot but has no structure in a cache yet takes its slow path, which makes one.
+SLABKIT_ALWAYS_INLINE bool on_cpu_slot() {
+    return detail::g_cpu_mode && detail::tls_index == kMaxSlots;
+}
 // The lock word of slot `slot` (CPU mode: the CPU's), for rseq sections.
 SLABKIT_ALWAYS_INLINE std::atomic<uint32_t> *lock_word(unsigned slot) {
     return &detail::g_slots[slot].state;
 }
 
-// The slot the calling thread's fast paths may use now: its own (thread mode), the one it holds
-// (see hold), or kMaxSlots: never a slot another thread works on. Per-slot arrays that fast
+// The slot the calling thread's fast paths may use now: its own, the shared one it holds (see
+// hold), or kMaxSlots: never a slot another thread works on, nor a CPU's. Per-slot arrays that fast
 // paths index with it have kMaxSlots + 1 entries, the last always empty, so the fast path needs
 // no range check - an empty entry sends it to its slow path. One load.
 SLABKIT_ALWAYS_INLINE unsigned index() {
@@ -123,9 +134,7 @@ unsigned current();
 // where the registry lock is held).
 SLABKIT_ALWAYS_INLINE unsigned current_if_any() {
     unsigned slot = detail::tls_slot;
-    if (slot < kMaxSlots) return slot;
-    slot = detail::tls_index;
-    return slot < kMaxSlots ? slot : kNoSlot;
+    return slot < kMaxSlots ? slot : detail::tls_held;
 }
 
 // Chooses the mode before first use (SLABKIT_SLOTS does it otherwise: thread, cpu or auto).
@@ -139,9 +148,9 @@ mode current_mode(const char **why = nullptr);
 struct layout_info {
     mode m = mode::thread;
     const char *why = "";
-    unsigned cpu_slots = 0;      // slots 0 .. cpu_slots-1 are the CPUs'
-    unsigned own_slots = 0;      // slots threads may own
-    unsigned owned = 0;          // owned by a thread now
+    unsigned cpu_slots = 0; // slots 0 .. cpu_slots-1 are the CPUs'
+    unsigned own_slots = 0; // slots threads may own
+    unsigned owned = 0;     // owned by a thread now
 };
 layout_info layout();
 const char *mode_name(mode m);

@@ -89,27 +89,40 @@ struct kmlist {
     void set_count(uint32_t n) { nr.store(n, std::memory_order_relaxed); }
 };
 
-// A list's queue: a LIFO of free objects in one word, the head's address in the low 48 bits and
-// the count in the high 16 (platform::kPackedCountShift), so that a push or a pop is one store:
-// in CPU mode, the commit of an rseq critical section (platform/rseq.hpp). The count stays far
-// below 2^16: hiwater is at most kMaxHiwater, and a queue grows past it only by one claimed
-// inbox (at most hiwater / 2 + freebatch objects) before its owner flushes.
-struct packed_queue {
+// A list's queue: a LIFO of free objects linked through their free pointers, in one of two
+// layouts fixed when its list is made:
+//   split   (a thread's own slot, a shared slot, a node list): the head in `word`, the count in
+//           `nr` - the own-slot fast paths' plain loads and stores.
+//   packed  (a CPU's slot): the head's address in the low 48 bits of `word` and the count in the
+//           high 16 (platform::kPackedCountShift), so that a push or a pop is one store, as the
+//           commit of an rseq critical section must be (platform/rseq.hpp). The count stays far
+//           below 2^16: hiwater is at most kMaxHiwater, and a queue grows past it only by one
+//           claimed inbox (at most hiwater / 2 + freebatch objects) before its owner flushes.
+// Slow paths go through head(), count() and set(), which know both. `nr` is atomic only so that
+// statistics can read it from other threads; its writers use plain loads and stores.
+struct slot_queue {
     std::atomic<uint64_t> word{0};
+    std::atomic<uint32_t> nr{0};
+    bool packed = false;
 
     void *head() const {
-        return reinterpret_cast<void *>(word.load(std::memory_order_relaxed) &
-                                        platform::kPackedHeadMask);
+        uint64_t w = word.load(std::memory_order_relaxed);
+        return reinterpret_cast<void *>(packed ? w & platform::kPackedHeadMask : w);
     }
     uint32_t count() const {
-        return static_cast<uint32_t>(word.load(std::memory_order_relaxed) >>
-                                     platform::kPackedCountShift);
+        return packed ? static_cast<uint32_t>(word.load(std::memory_order_relaxed) >>
+                                              platform::kPackedCountShift)
+                      : nr.load(std::memory_order_relaxed);
     }
     void set(void *head, uint32_t n) {
-        word.store(reinterpret_cast<uint64_t>(head) | uint64_t{n} << platform::kPackedCountShift,
-                   std::memory_order_relaxed);
+        uint64_t h = reinterpret_cast<uint64_t>(head);
+        if (packed) {
+            word.store(h | uint64_t{n} << platform::kPackedCountShift, std::memory_order_relaxed);
+        } else {
+            word.store(h, std::memory_order_relaxed);
+            nr.store(n, std::memory_order_relaxed);
+        }
     }
-    uint64_t *raw() { return reinterpret_cast<uint64_t *>(&word); }
 };
 static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 inline constexpr uint32_t kMaxHiwater = 16384;
@@ -119,7 +132,7 @@ struct slqb_cache;
 struct alignas(kCacheLine) slqb_list {
     // Owner's hot line: the queue, the flag it checks when the queue runs dry, and the first
     // counters (ALLOC lands in this line too).
-    packed_queue freelist;
+    slot_queue freelist;
     std::atomic<bool> remote_free_check{false};
     counter stats[NR_STATS];
     slqb_cache *cache = nullptr;
@@ -231,72 +244,47 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves through
 // a tail call whenever anything is unusual, so it needs no stack frame.
 
-// Pops one object from slot list c's queue, or nullptr; the caller may work on c (it owns or
-// holds c's slot).
+// Pops one object from slot list c's split queue (a thread's own or a shared slot), or nullptr;
+// the caller may work on c (it owns or holds c's slot).
 SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
     slqb_list &l = c->list;
-    uint64_t w = l.freelist.word.load(std::memory_order_relaxed);
-    void *obj = reinterpret_cast<void *>(w & platform::kPackedHeadMask);
+    void *obj = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
     if (SLABKIT_LIKELY(obj != nullptr)) {
         // The pop touches only this slot's list and the object itself.
-        uint64_t rest =
-            (w & ~platform::kPackedHeadMask) - (uint64_t{1} << platform::kPackedCountShift);
-        l.freelist.word.store(rest | reinterpret_cast<uint64_t>(get_freepointer(s, obj)),
+        l.freelist.word.store(reinterpret_cast<uint64_t>(get_freepointer(s, obj)),
                               std::memory_order_relaxed);
+        l.freelist.nr.store(l.freelist.nr.load(std::memory_order_relaxed) - 1,
+                            std::memory_order_relaxed);
         l.stats[ALLOC].add();
     }
     return obj;
 }
 
-// Pushes obj on slot list c's queue (the caller may work on c), flushing a batch past hiwater.
+// Pushes obj on slot list c's split queue (the caller may work on c), flushing a batch past
+// hiwater.
 SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) {
     slqb_list &l = c->list;
-    uint64_t w = l.freelist.word.load(std::memory_order_relaxed);
-    set_freepointer(s, obj, reinterpret_cast<void *>(w & platform::kPackedHeadMask));
-    uint64_t nw =
-        ((w & ~platform::kPackedHeadMask) + (uint64_t{1} << platform::kPackedCountShift)) |
-        reinterpret_cast<uint64_t>(obj);
-    l.freelist.word.store(nw, std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY((nw >> platform::kPackedCountShift) > s->hiwater))
-        return flush_free_list(s, c);
+    set_freepointer(s, obj,
+                    reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed)));
+    l.freelist.word.store(reinterpret_cast<uint64_t>(obj), std::memory_order_relaxed);
+    uint32_t n = l.freelist.nr.load(std::memory_order_relaxed) + 1;
+    l.freelist.nr.store(n, std::memory_order_relaxed);
+    if (SLABKIT_UNLIKELY(n > s->hiwater)) return flush_free_list(s, c);
 }
 
 // The fast paths of a thread without a slot of its own, when the CPUs have slots: the same pop
 // and push as rseq critical sections on the queue of the CPU the thread runs on. They give up
 // (nullptr, false) when the kernel aborts the section, when the CPU has no structure for this
 // cache yet, when its slot is held by a slow path, or on an object of another node: the slow
-// path then holds the CPU's slot and does the rest.
-SLABKIT_ALWAYS_INLINE void *alloc_from_cpu_queue(slqb_cache *s,
-                                                 const std::atomic<slqb_cpu *> *cpu_slab) {
-#if SLABKIT_HAVE_RSEQ
-    unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
-    return platform::rseq_pop_packed<kQueueDisp, kAllocStatDisp>(
-        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
-#else
-    (void)s;
-    (void)cpu_slab;
-    return nullptr;
-#endif
-}
-
-SLABKIT_ALWAYS_INLINE bool free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
-#if SLABKIT_HAVE_RSEQ
-    unsigned cpu = platform::rseq_cpu_start();
-    // The CPU's node, as its structure has it (get_cpu), without loading the structure.
-    if (SLABKIT_UNLIKELY(s->numa) && page_to_nid(pg) != slots::node_of(cpu) % s->nr_nodes)
-        return false;
-    uint32_t nr = platform::rseq_push_packed<kQueueDisp>(&s->cpu_slab[cpu], slots::lock_word(cpu),
-                                                         cpu, s->offset, obj);
-    if (SLABKIT_UNLIKELY(nr == 0)) return false;
-    if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
-    return true;
-#else
-    (void)s;
-    (void)pg;
-    (void)obj;
-    return false;
-#endif
-}
+// path then holds the CPU's slot and does the rest. Out of line: inlined, their registers and
+// size cost the own-slot paths (the kmalloc switch stopped inlining the designs' fast paths);
+// and in one object file each (slqb_alloc.cpp, slqb_free.cpp): a critical section's descriptor
+// cannot point into an inline function's copy that the linker may discard.
+void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab);
+// The same, then alloc_slow when it gives up: the whole allocation, in one tail call.
+void *alloc_on_cpu(slqb_cache *s, bool zero);
+// The push, then free_slow when it gives up.
+void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj);
 
 // One object from the slot's queue, or nullptr when the slot has none queued (or no structure
 // for this cache yet): the caller then takes a slow path.
@@ -306,15 +294,19 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
                                              const std::atomic<slqb_cpu *> *cpu_slab) {
     slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) return pop_from_queue(s, c);
-    if (slots::cpu_mode()) return alloc_from_cpu_queue(s, cpu_slab);
+    if (slots::on_cpu_slot()) return alloc_from_cpu_queue(s, cpu_slab);
     return nullptr;
 }
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
 SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
-    if (!zero) {
-        if (void *obj = alloc_from_queue(s, s->cpu_slab); SLABKIT_LIKELY(obj != nullptr))
-            return obj;
+    slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        if (!zero) {
+            if (void *obj = pop_from_queue(s, c); SLABKIT_LIKELY(obj != nullptr)) return obj;
+        }
+    } else if (slots::on_cpu_slot()) {
+        return alloc_on_cpu(s, zero);
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
@@ -327,8 +319,8 @@ SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
     if (SLABKIT_LIKELY(c != nullptr)) {
         if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node))
             return push_to_queue(s, c, obj);
-    } else if (slots::cpu_mode() && SLABKIT_LIKELY(free_to_cpu_queue(s, pg, obj))) {
-        return;
+    } else if (slots::on_cpu_slot()) {
+        return free_to_cpu_queue(s, pg, obj);
     }
     return free_slow(s, pg, obj);
 }

@@ -25,6 +25,7 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     if (!mem) return nullptr;
     c = new (mem) slqb_cpu();
     init_list(&c->list, s, s->numa ? slots::node_of(slot) % s->nr_nodes : 0, false);
+    c->list.freelist.packed = slots::is_cpu_slot(slot); // see slot_queue
     c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
     c->trim_seen = trimmer::epoch();
     s->cpu_slab[slot].store(c, std::memory_order_release);
@@ -32,7 +33,7 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
 }
 
 // Pops one object from a list's queue, or nullptr.
-static void *queue_pop(slqb_cache *s, packed_queue &q) {
+static void *queue_pop(slqb_cache *s, slot_queue &q) {
     void *obj = q.head();
     if (obj) q.set(get_freepointer(s, obj), q.count() - 1);
     return obj;
@@ -193,6 +194,25 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     }
     if (obj && zero) memset(obj, 0, s->object_size);
     return obj;
+}
+
+void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+    return platform::rseq_pop_packed<kQueueDisp, kAllocStatDisp>(
+        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+#else
+    (void)s;
+    (void)cpu_slab;
+    return nullptr;
+#endif
+}
+
+void *alloc_on_cpu(slqb_cache *s, bool zero) {
+    if (!zero) {
+        if (void *obj = alloc_from_cpu_queue(s, s->cpu_slab)) return obj;
+    }
+    return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
 
 } // namespace slabkit::slqb

@@ -65,7 +65,7 @@ uint32_t claim_remote_list(slqb_cache *s, slqb_list *l) {
         set_freepointer(s, tail, nullptr);
         // The inbox goes after the queue's last object (the cold end), as SLQB did. The queue is
         // empty when an allocation claims; trims and destroy walk to its end.
-        packed_queue &q = l->freelist;
+        slot_queue &q = l->freelist;
         if (void *first = q.head()) {
             void *last = first;
             while (void *next = get_freepointer(s, last)) last = next;
@@ -222,7 +222,16 @@ void free_slow(slqb_cache *s, page *pg, void *obj) {
         // the object goes straight back to its slab.
         return free_shared(s, obj);
     }
-    if (!s->numa || page_to_nid(pg) == c->list.node) return push_to_queue(s, c, obj);
+    if (!s->numa || page_to_nid(pg) == c->list.node) {
+        if (!c->list.freelist.packed) return push_to_queue(s, c, obj);
+        // A CPU's queue, held: the same push in its layout.
+        slot_queue &q = c->list.freelist;
+        set_freepointer(s, obj, q.head());
+        uint32_t n = q.count() + 1;
+        q.set(obj, n);
+        if (n > s->hiwater) flush_free_list(s, c);
+        return;
+    }
     // Another node's object goes home through the outbox without visiting this slot's queue.
     count(&c->list, FREE_REMOTE);
     free_to_remote(s, c, pg, obj);
@@ -249,6 +258,22 @@ void free_shared(slqb_cache *s, void *obj) {
 
 void free_checked(slqb_cache *s, void *obj) {
     if (page *pg = checked_slab_page(s, obj)) free_to_slot(s, pg, obj);
+}
+
+void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start();
+    // The CPU's node, as its structure has it (get_cpu), without loading the structure.
+    if (!s->numa || page_to_nid(pg) == slots::node_of(cpu) % s->nr_nodes) {
+        uint32_t nr = platform::rseq_push_packed<kQueueDisp>(
+            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj);
+        if (SLABKIT_LIKELY(nr != 0)) {
+            if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
+            return;
+        }
+    }
+#endif
+    return free_slow(s, pg, obj);
 }
 
 } // namespace slabkit::slqb

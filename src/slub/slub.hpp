@@ -222,12 +222,22 @@ SLABKIT_NOINLINE void free_checked(slub_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves
 // through a tail call whenever anything is unusual.
 
+// A thread without a slot of its own, when the CPUs have slots, pops the freelist of the CPU it
+// runs on in an rseq critical section (nullptr: empty, or the section failed, or the CPU has no
+// structure yet: the slow path holds the CPU's slot and does the rest). Out of line, so that
+// the own-slot paths stay small (inlined, it cost them their inlining into kmalloc), and in one
+// object file (slub_alloc.cpp, slub_free.cpp): a critical section's descriptor cannot point
+// into an inline function's copy that the linker may discard.
+void *alloc_from_cpu_freelist(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab);
+// The same, then alloc_slow when it gives up: the whole allocation, in one tail call.
+void *alloc_on_cpu(slub_cache *s, bool zero);
+// The same push on the CPU's freelist, the slab compared inside the critical section; anything
+// else goes back to its slab.
+void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj);
+
 // One object from the slot's freelist, or nullptr (empty, or no structure for this cache yet).
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
-// A thread without a slot of its own, when the CPUs have slots, pops the freelist of the CPU it
-// runs on in an rseq critical section (nullptr: empty, or the section failed, or the CPU has no
-// structure yet: the slow path holds the CPU's slot and does the rest).
 SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
     slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
@@ -239,21 +249,23 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub
         }
         return obj;
     }
-#if SLABKIT_HAVE_RSEQ
-    if (slots::cpu_mode()) {
-        unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
-        return platform::rseq_pop_list<kFreelistDisp, kAllocFastpathDisp>(
-            &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
-    }
-#endif
+    if (slots::on_cpu_slot()) return alloc_from_cpu_freelist(s, cpu_slab);
     return nullptr;
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the slot's freelist and clears
 // the object, so that the fast path stays a pop and a tail call).
 SLABKIT_ALWAYS_INLINE void *alloc(slub_cache *s, bool zero = false) {
-    if (!zero) {
-        if (void *obj = alloc_from_cpu(s, s->cpu_slab); SLABKIT_LIKELY(obj != nullptr)) return obj;
+    slub_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        void *obj = c->freelist;
+        if (SLABKIT_LIKELY(obj != nullptr) && SLABKIT_LIKELY(!zero)) {
+            c->freelist = get_freepointer(s, obj);
+            c->stats[ALLOC_FASTPATH].add();
+            return obj;
+        }
+    } else if (slots::on_cpu_slot()) {
+        return alloc_on_cpu(s, zero);
     }
     return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
@@ -279,15 +291,7 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slub_cache *s, page *pg, void *obj) {
         }
         return slab_free(s, pg, obj);
     }
-#if SLABKIT_HAVE_RSEQ
-    if (slots::cpu_mode()) {
-        // The same push on the CPU's freelist, the slab compared inside the critical section.
-        unsigned cpu = platform::rseq_cpu_start();
-        if (platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
-                &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg))
-            return;
-    }
-#endif
+    if (slots::on_cpu_slot()) return free_to_cpu_freelist(s, pg, obj);
     return slab_free(s, pg, obj);
 }
 

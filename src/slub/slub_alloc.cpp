@@ -207,16 +207,20 @@ void *alloc_single(slub_cache *s, int node) {
         page *pg = n->partial.first;
         if (!pg) continue;
         // Other slots may push onto this unfrozen slab's freelist meanwhile, but only holders
-        // of the list lock take from it.
+        // of the list lock take from it. A slab this allocation fills leaves the list *before*
+        // the swap: once full, a free may freeze it onto a slot's partial chain without any
+        // lock (slab_free), relinking it through page::next while it would still be on this
+        // list. (Found by the CPUs' slots stress, where slow paths without a slot are common.)
+        // While it still has a free object nobody else freezes it, so a failed swap can put it
+        // back.
         for (;;) {
             freelist_counters old = read_pair(pg);
             counters cnt = old.cnt;
             cnt.set_inuse(cnt.inuse() + 1);
             void *next = get_freepointer(s, old.freelist);
-            if (update_pair(pg, old, next, cnt)) {
-                if (!next) remove_partial(n, pg); // now full: on no list
-                return old.freelist;
-            }
+            if (!next) remove_partial(n, pg); // about to be full: on no list
+            if (update_pair(pg, old, next, cnt)) return old.freelist;
+            if (!next) add_partial(n, pg, list_end::head);
             count(s, nullptr, CMPXCHG_DOUBLE_FAIL);
         }
     }
@@ -270,6 +274,25 @@ void *alloc_slow(slub_cache *s, unsigned slot, int node, bool zero) {
     void *obj = c ? slot_alloc(s, c, node) : alloc_single(s, node);
     if (obj && zero) memset(obj, 0, s->object_size);
     return obj;
+}
+
+void *alloc_from_cpu_freelist(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
+    return platform::rseq_pop_list<kFreelistDisp, kAllocFastpathDisp>(
+        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+#else
+    (void)s;
+    (void)cpu_slab;
+    return nullptr;
+#endif
+}
+
+void *alloc_on_cpu(slub_cache *s, bool zero) {
+    if (!zero) {
+        if (void *obj = alloc_from_cpu_freelist(s, s->cpu_slab)) return obj;
+    }
+    return alloc_slow(s, kNoSlot, kAnyNode, zero);
 }
 
 } // namespace slabkit::slub

@@ -253,4 +253,16 @@ void free_checked(slub_cache *s, void *obj) {
     if (page *pg = checked_slab_page(s, obj)) free_to_slab(s, pg, obj);
 }
 
+// The same push on the CPU's freelist, the slab compared inside the critical section; anything
+// else goes back to its slab.
+void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj) {
+#if SLABKIT_HAVE_RSEQ
+    unsigned cpu = platform::rseq_cpu_start();
+    if (platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
+            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg))
+        return;
+#endif
+    return slab_free(s, pg, obj);
+}
+
 } // namespace slabkit::slub

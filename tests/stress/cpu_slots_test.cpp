@@ -3,6 +3,7 @@
 // anything. These run when the CPUs have slots (ctest's slabkit_tests_cpu: SLABKIT_SLOTS=cpu)
 // and skip otherwise.
 #include "core/design_list.hpp"
+#include "core/trimmer.hpp"
 #include "designs/designs.hpp"
 #include "platform/platform.hpp"
 #include "platform/rseq.hpp"
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <latch>
 #include <mutex>
 #include <random>
 #include <string>
@@ -56,6 +58,63 @@ TEST(CpuSlots, HoldsOfACpusSlotAreExclusive) {
     for (std::thread &t : threads) t.join();
     EXPECT_EQ(clashes.load(), 0);
     EXPECT_GT(held.load(), 0);
+}
+
+// A CPU the process may no longer run on (here: out of the trimming thread's affinity mask) is
+// drained by the trimmer: its structures give back what they park.
+TEST(CpuSlots, TrimmerDrainsACpuTakenOutOfTheAffinityMask) {
+    if (!cpus_have_slots()) GTEST_SKIP() << "the CPUs have no slots in this mode";
+    if (platform::cpu_count() < 2) GTEST_SKIP() << "needs two CPUs";
+    const char *why = nullptr;
+    cache *c = designs::create(design::slqb, cache_args{"cpu-drain", 64, 0, 0, nullptr}, &why);
+    ASSERT_NE(c, nullptr) << (why ? why : "");
+    auto pin = [](int cpu) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (cpu < 0) {
+            for (unsigned k = 0; k < platform::cpu_count(); ++k) CPU_SET(k, &set);
+        } else {
+            CPU_SET(cpu, &set);
+        }
+        return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    };
+    // Threads beyond those with slots of their own (all alive at once, so that the first ones
+    // do not hand their slots on) park their frees on CPU 1.
+    std::vector<std::thread> parkers;
+    std::latch all_done(12);
+    for (int t = 0; t < 12; ++t)
+        parkers.emplace_back([&] {
+            EXPECT_TRUE(pin(1));
+            std::vector<void *> objs;
+            for (int i = 0; i < 100; ++i)
+                objs.push_back(
+                    designs::visit(c, [](auto ops, auto *s) { return ops.alloc(s, false); }));
+            for (void *p : objs) designs::visit(c, [&](auto ops, auto *s) { ops.free(s, p); });
+            all_done.arrive_and_wait();
+        });
+    for (std::thread &t : parkers) t.join();
+    design_stats st;
+    designs::statistics(c, &st);
+    ASSERT_GT(st.queued_objects, 0u);
+    const uint64_t drains = slots::stats().cpu_drains;
+    std::thread([&] {
+        ASSERT_TRUE(pin(0)); // CPU 1 is out of this thread's mask now
+        trimmer::maybe_run(true);
+    }).join();
+    EXPECT_GT(slots::stats().cpu_drains, drains);
+    const uint64_t before = st.queued_objects;
+    designs::statistics(c, &st);
+    // CPU 1's queue went back to the slabs. In auto mode the first threads' own slots (exited
+    // now, idle for less than decay_ms) keep theirs.
+    if (slots::current_mode() == slots::mode::cpu) {
+        EXPECT_EQ(st.queued_objects, 0u);
+    } else {
+        EXPECT_LT(st.queued_objects, before);
+    }
+    designs::trim_all();
+    designs::statistics(c, &st);
+    EXPECT_EQ(st.queued_objects, 0u);
+    designs::destroy(c);
 }
 
 // ---- every design's cache under preemption, signals and migration ---------------------------
