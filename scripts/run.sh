@@ -9,26 +9,32 @@
 #      (bench/kbuild.py);
 #   4. allocation patterns of real programs (threads trading mixed sizes, bursts with pauses,
 #      large blocks of 2 to 32 MiB, a store of 1 KiB values) under the malloc replacement and
-#      each of those mallocs, time and peak RSS (bench/pattern_ratios.py).
+#      each of those mallocs, time and peak RSS (bench/pattern_ratios.py);
+#   5. many live threads (2 to 3000 threads allocating and freeing, and the same live data held by
+#      2 and by 256 threads) under the malloc replacement in each slot mode (threads' own slots,
+#      the CPUs' slots with rseq, and auto, the default) and under each of those mallocs, time and
+#      peak RSS (bench/thread_scaling.py; SLQB only in the quick run).
 # Each script measures every design of the build by default, so nothing here names a design.
 # Quick by default (1 min 26 s on the project's 2-CPU machine with two designs, four parts,
 # 2026-12-01);
 # --full: longer runs, 3 rounds, medians, and the full kbuild set over 5 rounds. --no-pages
-# skips part 2, --no-kbuild part 3, --no-patterns part 4.
-# Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns]
+# skips part 2, --no-kbuild part 3, --no-patterns part 4, --no-threads part 5.
+# Usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns] [--no-threads]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=--quick
 pages=1
 kbuild=1
 patterns=1
+threads=1
 for arg in "$@"; do
   case "$arg" in
     --full) mode= ;;
     --no-pages) pages=0 ;;
     --no-kbuild) kbuild=0 ;;
     --no-patterns) patterns=0 ;;
-    *) echo "usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns]" >&2; exit 2 ;;
+    --no-threads) threads=0 ;;
+    *) echo "usage: scripts/run.sh [--full] [--no-pages] [--no-kbuild] [--no-patterns] [--no-threads]" >&2; exit 2 ;;
   esac
 done
 scripts/deps.sh
@@ -57,5 +63,17 @@ if [ "$patterns" = 1 ]; then
   echo
   /usr/bin/python3 bench/pattern_ratios.py --library build/release/libslabkit-malloc.so $mode \
     || status=$?
+fi
+if [ "$threads" = 1 ]; then
+  echo
+  echo "== 5. Many live threads: slabkit's malloc in each slot mode vs glibc, tcmalloc, mimalloc, jemalloc =="
+  echo
+  if [ -n "$mode" ]; then
+    /usr/bin/python3 bench/thread_scaling.py --quick --designs slqb --slot-modes thread,cpu,auto \
+      --library build/release/libslabkit-malloc.so || status=$?
+  else
+    /usr/bin/python3 bench/thread_scaling.py --rounds 3 --designs slqb,slub,slab \
+      --slot-modes thread,cpu,auto --library build/release/libslabkit-malloc.so || status=$?
+  fi
 fi
 exit "$status"

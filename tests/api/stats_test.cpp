@@ -309,6 +309,10 @@ TEST(SlotStats, ModeIsReportedAndFixedAfterTheFirstAllocation) {
     if (env && (std::string(env) == "thread" || std::string(env) == "auto")) {
         EXPECT_TRUE(mode == env || (std::string(env) == "auto" && mode == "thread")) << mode;
     }
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (mode != "thread" && tunables && strstr(tunables, "glibc.pthread.rseq=0")) {
+        EXPECT_EQ(rseq, "own"); // glibc registered none: slabkit registers its own
+    }
     if (mode == "thread") {
         EXPECT_EQ(st.cpu_slots, 0u);
         EXPECT_EQ(st.thread_slots, 1024u);
