@@ -86,6 +86,11 @@ extern SLABKIT_HIDDEN ptrdiff_t g_rseq_offset;
 // Critical sections restarted since the process started (their abort handler counts them).
 extern SLABKIT_HIDDEN std::atomic<uint64_t> g_rseq_restarts;
 
+// A LIFO of free objects in one word: the head's address in the low 48 bits, the count in the
+// high 16, so that a push or a pop is one committing store.
+inline constexpr unsigned kPackedCountShift = 48;
+inline constexpr uint64_t kPackedHeadMask = (uint64_t{1} << kPackedCountShift) - 1;
+
 #if SLABKIT_HAVE_RSEQ
 
 // The CPU the calling thread runs on, from its rseq area: one load. ~0u or ~1u when the thread
@@ -158,11 +163,6 @@ SLABKIT_ALWAYS_INLINE bool rseq_lock(std::atomic<uint32_t> *lock, unsigned cpu) 
 fail:
     return false;
 }
-
-// A LIFO of free objects in one word: the head's address in the low 48 bits, the count in the
-// high 16, so that a push or a pop is one committing store.
-inline constexpr unsigned kPackedCountShift = 48;
-inline constexpr uint64_t kPackedHeadMask = (uint64_t{1} << kPackedCountShift) - 1;
 
 // The sections below work on a CPU's structure `c`, which they load from `*entry` (the CPU's
 // entry of a per-slot pointer array) inside the section and fail on when it is null: a visitor

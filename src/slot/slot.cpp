@@ -31,8 +31,6 @@ using detail::g_cpu_slots;
 using detail::g_slots;
 
 constexpr unsigned kReleaseHooks = 8;
-// A hold that keeps being restarted (a signal storm) gives up after this many tries.
-constexpr unsigned kHoldTries = 64;
 
 platform::mutex g_lock; // visitors of idle slots, release-hook registration, fork
 std::atomic<unsigned> g_in_use{0};
@@ -253,6 +251,8 @@ unsigned hold_shared() {
 // CPU mode: the slot of the CPU the thread runs on, taken with an rseq section on that CPU.
 unsigned hold_cpu() {
 #if SLABKIT_HAVE_RSEQ
+    // A hold that keeps being restarted (a signal storm) gives up after this many tries.
+    constexpr unsigned kHoldTries = 64;
     if (!platform::rseq_register_thread()) return kNoSlot;
     for (unsigned tries = 0; tries < kHoldTries; ++tries) {
         unsigned cpu = platform::rseq_cpu();
