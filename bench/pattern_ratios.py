@@ -266,34 +266,48 @@ def plan(args):
         env = base_env()
         env["LD_PRELOAD"] = library
         env["SLABKIT_ALLOCATOR"] = design
-        alloc = Allocator(name, library, env, design)
-        if not os.path.exists(library):
-            why = f"{library} is not there (build the slabkit_malloc target)"
-        else:
-            got, why = which_malloc(args.binary, env)
-            if got is not None:
-                why = alloc.check(got)
-        if why:
-            missing[alloc.name] = why
-            errors.append(f"{alloc.name}: {why}; reproduce: "
-                          f"{shlex.join(alloc.setting() + [args.binary, '--which-malloc'])}")
-            continue
+        admit_slabkit(Allocator(name, library, env, design), args.binary, allocs, missing,
+                      errors)
+    admit_peers(args.peers, args.binary, Allocator, allocs, missing)
+    return allocs, missing, errors
+
+
+def preload_problem(alloc, binary):
+    """Why alloc's preload does not take (its library missing, or the malloc the process calls
+    not the one it should be), or None."""
+    if alloc.preload and not os.path.exists(alloc.preload):
+        return f"{alloc.preload} is not there (build the slabkit_malloc target)"
+    got, why = which_malloc(binary, alloc.env)
+    return alloc.check(got) if got is not None else why
+
+
+def admit_slabkit(alloc, binary, allocs, missing, errors):
+    """Adds a slabkit allocator to allocs if its preload takes; else an error that says how to
+    reproduce it."""
+    why = preload_problem(alloc, binary)
+    if why:
+        missing[alloc.name] = why
+        errors.append(f"{alloc.name}: {why}; reproduce: "
+                      f"{shlex.join(alloc.setting() + [binary, '--which-malloc'])}")
+    else:
         allocs.append(alloc)
-    found, not_installed = locate_peers(args.peers)
+
+
+def admit_peers(names, binary, make, allocs, missing):
+    """Adds each installed peer whose preload takes (make(name, library, env) builds it);
+    the others go to missing with the reason."""
+    found, not_installed = locate_peers(names)
     missing.update(not_installed)
     for peer, path in found:
         env = base_env()
         if path:
             env["LD_PRELOAD"] = path
-        alloc = Allocator(peer, path, env)
-        got, why = which_malloc(args.binary, env)
-        if got is not None:
-            why = alloc.check(got)
+        alloc = make(peer, path, env)
+        why = preload_problem(alloc, binary)
         if why:
             missing[peer] = why
-            continue
-        allocs.append(alloc)
-    return allocs, missing, errors
+        else:
+            allocs.append(alloc)
 
 
 def command(args, pattern):

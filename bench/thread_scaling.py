@@ -64,10 +64,10 @@ import subprocess
 import sys
 import time
 
-from pattern_ratios import (DEFAULT_BINARY, DEFAULT_LIBRARY, Allocator, cpu_mhz, cpu_model,
-                            exit_words, fmt_mib, fmt_ratio, library_stamp, list_patterns,
-                            median, spread, thp_setting, which_malloc)
-from peers import PEERS, locate_peers, log, ratio, shown
+from pattern_ratios import (DEFAULT_BINARY, DEFAULT_LIBRARY, Allocator, admit_peers,
+                            admit_slabkit, cpu_mhz, cpu_model, exit_words, fmt_mib, fmt_ratio,
+                            library_stamp, list_patterns, median, spread, thp_setting)
+from peers import PEERS, log, ratio, shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "threads"
@@ -214,32 +214,8 @@ def plan(args):
                 env["SLABKIT_SLOTS"] = mode
             alloc = Variant(f"{design}/{mode}" if mode else design, args.library, env, design,
                             mode)
-            if not os.path.exists(args.library):
-                why = f"{args.library} is not there (build the slabkit_malloc target)"
-            else:
-                got, why = which_malloc(args.binary, env)
-                if got is not None:
-                    why = alloc.check(got)
-            if why:
-                missing[alloc.name] = why
-                errors.append(f"{alloc.name}: {why}; reproduce: "
-                              f"{shlex.join(alloc.setting() + [args.binary, '--which-malloc'])}")
-                continue
-            allocs.append(alloc)
-    found, not_installed = locate_peers(args.peers)
-    missing.update(not_installed)
-    for peer, path in found:
-        env = base_env()
-        if path:
-            env["LD_PRELOAD"] = path
-        alloc = Variant(peer, path, env)
-        got, why = which_malloc(args.binary, env)
-        if got is not None:
-            why = alloc.check(got)
-        if why:
-            missing[peer] = why
-            continue
-        allocs.append(alloc)
+            admit_slabkit(alloc, args.binary, allocs, missing, errors)
+    admit_peers(args.peers, args.binary, Variant, allocs, missing)
     return allocs, missing, errors
 
 
