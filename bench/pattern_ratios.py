@@ -325,7 +325,12 @@ def reproduce(args, alloc, pattern):
 
 def run_one(args, alloc, pattern):
     """(run JSON, None) or (None, why it failed)."""
-    cmd = command(args, pattern)
+    return run_process(args, alloc, command(args, pattern), pattern)
+
+
+def run_process(args, alloc, cmd, pattern):
+    """Runs pattern_bench command cmd under alloc: (its JSON line, None), or (None, why it
+    failed: a timeout, a crash, no JSON, another malloc than alloc's, another pattern)."""
     if args.verbose:
         log(f"  $ {shlex.join(alloc.setting() + cmd)}")
     try:

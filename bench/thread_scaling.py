@@ -60,13 +60,13 @@ import collections
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 
 from pattern_ratios import (DEFAULT_BINARY, DEFAULT_LIBRARY, Allocator, admit_peers,
-                            admit_slabkit, cpu_mhz, cpu_model, exit_words, fmt_mib, fmt_ratio,
-                            library_stamp, list_patterns, median, spread, thp_setting)
+                            admit_slabkit, cpu_mhz, cpu_model, fmt_mib, fmt_ratio,
+                            library_stamp, list_patterns, median, run_process, spread,
+                            thp_setting)
 from peers import PEERS, log, ratio, shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -237,28 +237,10 @@ def reproduce(args, alloc, pattern, threads):
 
 def run_one(args, alloc, pattern, threads):
     """(run JSON, None) or (None, why it failed)."""
-    cmd = command(args, pattern, threads)
-    if args.verbose:
-        log(f"  $ {shlex.join(alloc.setting() + cmd)}")
-    try:
-        done = subprocess.run(cmd, env=alloc.env, capture_output=True, text=True,
-                              timeout=args.timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None, f"still running after {args.timeout:g} s: hung? (killed)"
-    except OSError as err:
-        return None, f"cannot run {args.binary}: {err}"
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-3:]
-        return None, exit_words(done.returncode) + (": " + " | ".join(tail) if tail else "")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    try:
-        got = json.loads(lines[-1])
-    except (ValueError, IndexError):
-        return None, f"no JSON line in its output: {done.stdout.strip()[:200]!r}"
-    why = alloc.check(got)
+    got, why = run_process(args, alloc, command(args, pattern, threads), pattern)
     if why:
         return None, why
-    if got.get("pattern") != pattern or got.get("threads") != threads:
+    if got.get("threads") != threads:
         return None, (f"it ran pattern {got.get('pattern')!r} with {got.get('threads')} "
                       f"threads, not {pattern!r} with {threads}")
     if "ns_per_op" not in got:
