@@ -9,6 +9,7 @@ presets=("$@")
 ((${#presets[@]})) || presets=(release clang debug tsan)
 jobs=$(nproc)
 failed_steps=()
+failure_notes=$(mktemp)
 passed=0
 failed=0
 
@@ -30,7 +31,13 @@ for preset in "${presets[@]}"; do
   if [[ $summary =~ ([0-9]+)\ tests\ failed\ out\ of\ ([0-9]+) ]]; then
     failed=$((failed + BASH_REMATCH[1])); passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
   fi
-  [ "$status" -ne 0 ] && failed_steps+=("$preset tests")
+  if [ "$status" -ne 0 ]; then
+    failed_steps+=("$preset tests")
+    # What each failing test said, repeated at the end where a log's tail shows it.
+    { echo "-- $preset"
+      grep -E -A4 ': Failure$|^\[  FAILED  \]|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|^slabkit: |Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
+        head -80; } >>"$failure_notes"
+  fi
   # The clang preset builds and runs the libFuzzer target (tests/fuzz, ctest entry api_fuzz, a
   # bounded run over the seed corpus): it must not drop out silently.
   if [ "$preset" = clang ] && ! grep -q 'Test *#[0-9]*: api_fuzz ' "$log"; then
@@ -39,6 +46,8 @@ for preset in "${presets[@]}"; do
   rm -f "$log"
 done
 
+if [ -s "$failure_notes" ]; then echo "== what the failing tests said"; cat "$failure_notes"; fi
+rm -f "$failure_notes"
 if ((${#failed_steps[@]})); then echo "FAILED: ${failed_steps[*]}"; fi
 echo "presets run: ${presets[*]}"
 echo "tests: $passed passed, $failed failed"

@@ -158,6 +158,8 @@ bool add_thread_exit_hook(void (*hook)());
 void arm_thread_exit();
 // True while the calling thread is running its exit hooks (so callers can avoid re-arming).
 bool thread_exiting();
+// Gives the CPU to another thread (sched_yield).
+void yield_cpu();
 
 // Fork hooks: `prepare` runs before fork in ascending rank; `parent` and `child` run after it
 // in descending rank (locks are taken in rank order and given back in reverse).
@@ -168,6 +170,10 @@ bool thread_exiting();
 // another slabkit lock (taking a slot is lock-free, and slow paths only try it), and the locks
 // under which pages are allocated rank before it all the same.
 enum fork_rank : unsigned {
+    // The CPUs' slots: a slow path's hold of one (taken without waiting, so that no holder ever
+    // waits for the prepare hooks' locks while keeping it) is waited out first, so that the
+    // child never inherits a CPU's structures half-changed by a thread it does not have.
+    kForkRankCpuSlots = 2,
     kForkRankClassOpen = 5, // kmalloc: opening a size class (allocates the cache's structures)
     kForkRankSlabBoot = 8,  // a design's bootstrap (allocates its meta caches' slabs)
     kForkRankSlots = 10,    // the slot registry; idle-slot drains take the locks below under it

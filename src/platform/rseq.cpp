@@ -2,6 +2,8 @@
 // rseq fence, and the affinity mask.
 #include "platform/rseq.hpp"
 
+#include "platform/platform.hpp"
+
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -80,10 +82,31 @@ rseq_status discover() {
 
 } // namespace
 
+namespace {
+// Found once. Not a function-local static: its guard, held by a thread that was discovering at
+// fork, would never be released in the child (which has only the forking thread).
+rseq_status g_state;
+std::atomic<int> g_state_ready{0}; // 0: not found, 1: a thread is finding it, 2: found
+} // namespace
+
 const rseq_status &rseq_state() {
-    // A function-local static: thread-safe, and it allocates nothing.
-    static const rseq_status state = discover();
-    return state;
+    if (SLABKIT_LIKELY(g_state_ready.load(std::memory_order_acquire) == 2)) return g_state;
+    for (;;) {
+        int expected = 0;
+        if (g_state_ready.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+            g_state = discover();
+            g_state_ready.store(2, std::memory_order_release);
+            return g_state;
+        }
+        if (expected == 2) return g_state;
+        yield_cpu(); // another thread is finding it: a few system calls
+    }
+}
+
+void rseq_after_fork_child() {
+    // A thread that was finding the state does not exist here: find it again.
+    int finding = 1;
+    g_state_ready.compare_exchange_strong(finding, 0, std::memory_order_relaxed);
 }
 
 bool rseq_register_thread() {

@@ -67,6 +67,8 @@ struct rseq_status {
 
 // Finds (once) how this process gets rseq; thread-safe.
 const rseq_status &rseq_state();
+// For the fork child's hook: a discovery that another thread had begun is begun again.
+void rseq_after_fork_child();
 // Makes sure the calling thread's area is registered (a no-op with glibc's). False when it
 // cannot be (the thread keeps to the paths without rseq).
 bool rseq_register_thread();

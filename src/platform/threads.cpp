@@ -7,6 +7,7 @@
 #include <climits>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,6 +99,10 @@ void arm_thread_exit() {
 
 bool thread_exiting() {
     return tls_exiting;
+}
+
+void yield_cpu() {
+    sched_yield();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ std::atomic<unsigned> g_high_water{0};
 void (*g_release_hooks[kReleaseHooks])(unsigned);
 std::atomic<unsigned> g_release_hook_count{0};
 
+bool begin_visit(unsigned s);
+
 // Counters (slow paths only: atomic adds).
 std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0};
 
@@ -155,10 +157,33 @@ void fork_child() {
         count += keep && s == detail::tls_slot;
     }
     g_in_use.store(count, std::memory_order_relaxed);
+    platform::rseq_after_fork_child();
     // A thread that was choosing the mode at fork does not exist here: choose again.
     uint8_t choosing = 1;
     g_mode_state.compare_exchange_strong(choosing, 0, std::memory_order_relaxed);
     g_lock.reset_after_fork();
+}
+
+// The CPUs' slots, taken whole for the fork: a thread that holds one for a slow path changes
+// the CPU's structures with plain stores, and a child forked half-way through would inherit
+// them half-changed (its threads all use the CPUs' slots). Holders never wait while holding, so
+// waiting for each to let go ends; the fast paths' sections see the slots taken and go the
+// slot-less way until fork returns. (Own slots need none of this: the child's only thread keeps
+// its own, and a slot another thread owned is reset by fork_child before anyone takes it.)
+void fork_prepare_cpus() {
+    for (unsigned s = 0; s < g_cpu_slots; ++s) {
+        if (s == detail::tls_held) continue; // fork from a signal handler inside a hold
+        while (!begin_visit(s)) platform::yield_cpu();
+    }
+}
+void fork_parent_cpus() {
+    for (unsigned s = 0; s < g_cpu_slots; ++s) {
+        if (s == detail::tls_held) continue;
+        g_slots[s].state.store(kFree, std::memory_order_release);
+    }
+}
+void fork_child_cpus() {
+    // fork_child (a later rank, so it runs first here) has already freed every slot.
 }
 
 // Registered when the library is loaded, before any thread can hold a slabkit lock. (Registering
@@ -167,7 +192,9 @@ void fork_child() {
 __attribute__((constructor)) void install_hooks() {
     if (!platform::add_thread_exit_hook(on_thread_exit) ||
         !platform::add_fork_hooks(
-            {platform::kForkRankSlots, fork_prepare, fork_parent, fork_child}))
+            {platform::kForkRankSlots, fork_prepare, fork_parent, fork_child}) ||
+        !platform::add_fork_hooks(
+            {platform::kForkRankCpuSlots, fork_prepare_cpus, fork_parent_cpus, fork_child_cpus}))
         platform::fatal("slabkit: cannot register the slot registry's thread-exit and fork "
                         "hooks\n");
 }
