@@ -67,6 +67,12 @@ typedef unsigned int slab_flags_t;
 
 /* ---- cache flags ----------------------------------------------------------------------------- */
 
+#ifndef SLAB_CONSISTENCY_CHECKS
+#define SLAB_CONSISTENCY_CHECKS SLABKIT_CONSISTENCY_CHECKS
+#endif
+#ifndef SLAB_TRACE
+#define SLAB_TRACE SLABKIT_TRACE
+#endif
 #ifndef SLAB_RED_ZONE
 #define SLAB_RED_ZONE SLABKIT_RED_ZONE
 #endif

@@ -32,13 +32,18 @@ extern "C" {
 /* An opaque object cache. */
 typedef struct kmem_cache slabkit_cache;
 
-/* Cache flags (the kernel's SLAB_* values). Debug flags are accepted and recorded; the checks
- * behind them come with the debugging layer. */
-#define SLABKIT_RED_ZONE 0x00000400u      /* red zones around each object */
-#define SLABKIT_POISON 0x00000800u        /* poison free objects */
-#define SLABKIT_HWCACHE_ALIGN 0x00002000u /* align objects to a cache line (fraction) */
-#define SLABKIT_STORE_USER 0x00010000u    /* remember who allocated and freed */
-#define SLABKIT_PANIC 0x00040000u         /* abort the process if creation fails */
+/* Cache flags (the kernel's SLAB_* values). Any of the debug flags (CONSISTENCY_CHECKS,
+ * RED_ZONE, POISON, STORE_USER, TRACE) makes a debug cache: every allocation and free of it is
+ * checked (double and invalid frees, red zones, poison), freed objects wait in a quarantine,
+ * and errors are reported on stderr, then abort (docs/debug.md). SLABKIT_DEBUG sets them by
+ * cache name. */
+#define SLABKIT_CONSISTENCY_CHECKS 0x00000100u /* check every free (double, invalid) */
+#define SLABKIT_RED_ZONE 0x00000400u           /* red zones around each object */
+#define SLABKIT_POISON 0x00000800u             /* poison free and new objects */
+#define SLABKIT_HWCACHE_ALIGN 0x00002000u      /* align objects to a cache line (fraction) */
+#define SLABKIT_STORE_USER 0x00010000u         /* remember who allocated and freed */
+#define SLABKIT_PANIC 0x00040000u              /* abort the process if creation fails */
+#define SLABKIT_TRACE 0x00200000u              /* print every allocation and free */
 
 /* Allocation flags (a subset of the kernel's gfp_t). */
 #define SLABKIT_GFP_ZERO 0x1u /* zero the memory */
@@ -249,6 +254,25 @@ SLABKIT_API int slabkit_set_slot_mode(const char *mode, const char **why);
  * blocks, bad frees). What malloc_stats() and SLABKIT_STATS=exit print (to stderr). Never
  * allocates. */
 SLABKIT_API void slabkit_print_stats(int fd);
+
+/* Debugging (docs/debug.md). slabkit_set_debug: the debug flags for caches made from now on
+ * (and kmalloc's size classes opened from now on), in SLABKIT_DEBUG's grammar (slub_debug's:
+ * letters F Z P U T or -, then optionally ",name,name..." with '*' wildcards; groups separated
+ * by ';'; "" or "1" is FZPU everywhere; NULL or "-" none). Returns 0, or -1 with a sentence
+ * naming what was wrong in *why (which may be NULL). */
+SLABKIT_API int slabkit_set_debug(const char *spec, const char **why);
+/* Checks cache c (the design's lists and counters; for a debug cache every object's red zones,
+ * state and poison). The cache must not be in use meanwhile. Returns the problems found (each
+ * reported on stderr), the first described in buf (which may be NULL). slabkit_validate checks
+ * every cache. SLABKIT_VALIDATE=exit runs it at exit. */
+SLABKIT_API unsigned slabkit_cache_validate(slabkit_cache *c, char *buf, size_t size);
+SLABKIT_API unsigned slabkit_validate(char *buf, size_t size);
+/* Heap errors reported so far: bad frees and corruption found by the debug layer. */
+SLABKIT_API uint64_t slabkit_errors(void);
+/* For in-process tests: every report is passed to hook (from its first line, which names what
+ * was found) instead of aborting, and slabkit goes on as with SLABKIT_CONTINUE_ON_ERROR=1 (the
+ * bad free ignored, the corrupted bytes repaired). NULL: abort again. */
+SLABKIT_API void slabkit_set_error_hook(void (*hook)(const char *report));
 
 /* The process's design ("slqb", "slub", "slab" or "slob"). */
 SLABKIT_API const char *slabkit_allocator(void);

@@ -5,6 +5,7 @@
 // Calls on a cache dispatch on the cache's own design, so caches of several designs can live in
 // one process (slabkit_cache_create_in).
 #include "core/cache.hpp"
+#include "core/debug.hpp"
 #include "core/report.hpp"
 #include "designs/designs.hpp"
 #include "kmalloc/kmalloc.hpp"
@@ -170,6 +171,48 @@ const char *slabkit_allocator(void) {
 
 const char *slabkit_designs(void) {
     return design_names();
+}
+
+int slabkit_set_debug(const char *spec, const char **why) {
+    const char *reason = nullptr;
+    if (debug::set_spec(spec, &reason)) return 0;
+    if (why) *why = reason;
+    return -1;
+}
+
+unsigned slabkit_cache_validate(slabkit_cache *c, char *buf, size_t size) {
+    if (buf && size) buf[0] = '\0';
+    if (!c) return 0;
+    return designs::validate(to_cache(c), buf, size);
+}
+
+unsigned slabkit_validate(char *buf, size_t size) {
+    if (buf && size) buf[0] = '\0';
+    designs::bootstrap_process_design();
+    struct walk {
+        char *buf;
+        size_t size;
+        unsigned problems;
+    } w{buf, size, 0};
+    registry::for_each(
+        [](cache *c, void *arg) {
+            auto *state = static_cast<walk *>(arg);
+            char first[256] = "";
+            unsigned n = designs::validate(c, first, sizeof first);
+            if (n && state->problems == 0 && state->buf && state->size)
+                snprintf(state->buf, state->size, "%s: %s", c->name, first);
+            state->problems += n;
+        },
+        &w);
+    return w.problems;
+}
+
+uint64_t slabkit_errors(void) {
+    return slab_errors();
+}
+
+void slabkit_set_error_hook(void (*hook)(const char *report)) {
+    set_error_hook(hook);
 }
 
 void slabkit_trim(void) {

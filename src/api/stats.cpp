@@ -2,6 +2,8 @@
 // whole-heap sums behind mallinfo2, and the report SLABKIT_STATS=exit prints at exit.
 #include "api/stats.hpp"
 
+#include "core/debug.hpp"
+
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "designs/designs.hpp"
@@ -109,8 +111,48 @@ __attribute__((constructor)) void read_stats_setting() {
                           v);
 }
 
+// SLABKIT_VALIDATE=exit: every cache checked at exit (slabkit_validate). SLABKIT_LEAKS=exit:
+// every object still allocated in a debug cache reported at exit, with its allocation site.
+bool g_validate_at_exit = false;
+bool g_leaks_at_exit = false;
+
+bool read_exit_switch(const char *name) {
+    const char *v = platform::env(name);
+    if (!v || !*v || strcmp(v, "0") == 0) return false;
+    if (strcmp(v, "exit") == 0) return true;
+    platform::print_error("slabkit: %s=%s is not understood (accepted: exit); ignored\n", name, v);
+    return false;
+}
+
+__attribute__((constructor)) void read_exit_checks() {
+    g_validate_at_exit = read_exit_switch("SLABKIT_VALIDATE");
+    g_leaks_at_exit = read_exit_switch("SLABKIT_LEAKS");
+}
+
 __attribute__((destructor)) void print_stats_at_exit() {
     if (g_stats_at_exit) api::print_stats(platform::kStderrFd);
+    if (g_validate_at_exit) {
+        char first[256];
+        unsigned problems = slabkit_validate(first, sizeof first);
+        platform::print_error("slabkit: SLABKIT_VALIDATE=exit: %u problem%s%s%s\n", problems,
+                              problems == 1 ? "" : "s", problems ? ": " : "",
+                              problems ? first : "");
+    }
+    if (g_leaks_at_exit) {
+        uint64_t leaks = 0;
+        registry::for_each(
+            [](cache *c, void *arg) { *static_cast<uint64_t *>(arg) += debug::report_leaks(c); },
+            &leaks);
+        platform::print_error("slabkit: SLABKIT_LEAKS=exit: %llu object%s of debug caches still "
+                              "allocated\n",
+                              static_cast<unsigned long long>(leaks), leaks == 1 ? "" : "s");
+    }
+    char names[256];
+    debug::unmatched_names(names, sizeof names);
+    if (names[0])
+        platform::print_error("slabkit: SLABKIT_DEBUG named cache(s) that this process never "
+                              "made: %s\n",
+                              names);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "core/cache.hpp"
 
 #include "base/intrusive_list.hpp"
+#include "core/debug.hpp"
 #include "core/report.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -111,6 +112,7 @@ void describe_cache(cache *c, const cache_args &args, design d) {
     c->flags = args.flags;
     c->ctor = args.ctor;
     c->kind = d;
+    c->debug = (args.flags & kDebugFlags) != 0;
     strncpy(c->name, args.name, kNameMax - 1);
 }
 
@@ -124,7 +126,11 @@ void compute_object_layout(cache *c, freeptr_place place) {
     }
     size_t size =
         align_up(c->object_size < sizeof(void *) ? sizeof(void *) : c->object_size, sizeof(void *));
-    if (place == freeptr_place::none) {
+    if (c->flags & kDebugFlags) {
+        // Red zones, state and tracks around the object (core/debug.hpp), for every design.
+        debug::compute_layout(c, align);
+        size = c->size;
+    } else if (place == freeptr_place::none) {
         c->offset = 0;
     } else if (c->ctor || (c->flags & kPoison)) {
         // Constructed state must survive while the object is free (and a poisoned free object
@@ -136,7 +142,7 @@ void compute_object_layout(cache *c, freeptr_place place) {
     } else {
         c->offset = 0;
     }
-    c->inuse = static_cast<uint32_t>(size);
+    if (!c->debug) c->inuse = static_cast<uint32_t>(size);
     size = align_up(size, align);
     c->size = static_cast<uint32_t>(size);
     c->align = static_cast<uint32_t>(align);
@@ -203,7 +209,9 @@ bool set_slab_order(cache *c, unsigned order, uint64_t slabs_held, const char **
 page *checked_slab_page(cache *c, const void *obj) {
     if (!obj) return nullptr;
     page *pg = slab_page_of(obj);
-    if (pg && slab_cache(pg) == c && is_object_start(c, pg, obj)) return pg;
+    if (pg && slab_cache(pg) == c &&
+        (c->debug ? debug::is_object(c, pg, obj) : is_object_start(c, pg, obj)))
+        return pg;
     char what[256];
     report_bad_free("kmem_cache_free", c, obj, diagnose_free(c, obj, what, sizeof what));
     return nullptr;
@@ -213,6 +221,8 @@ void mark_slab(cache *c, page *pg, unsigned colour) {
     pg->owner.store(c, std::memory_order_relaxed);
     pg->priv[2] = colour;
     pg->aux = 0;
+    if (c->debug)
+        debug::init_slab_objects(c, static_cast<char *>(page_to_virt(pg)) + colour, c->objects);
     pg->set_state(pg->flags() | PG_slab);
 }
 
@@ -224,9 +234,10 @@ void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1) {
     char *base = static_cast<char *>(page_to_virt(pg)) + colour;
     char *obj = base;
     for (uint32_t i = 0; i < c->objects; ++i, obj += c->size) {
-        if (c->ctor) c->ctor(obj);
+        if (c->ctor) c->ctor(obj + c->debug_offset);
         set_freepointer(c, obj, i + 1 < c->objects ? obj + c->size : nullptr);
     }
+    if (c->debug) debug::init_slab_objects(c, base, c->objects);
     set_slab_freelist(pg, base);
     pg->set_state(pg->flags() | PG_slab);
 }
@@ -243,6 +254,14 @@ uint32_t count_slab_free(const cache *c, const page *pg) {
     uint32_t n = 0;
     for (void *o = slab_freelist(pg); o && n <= c->objects; o = get_freepointer(c, o)) ++n;
     return n;
+}
+
+void report_leaked_object(const cache *c, void *slot) {
+    if (!c->debug) {
+        report("kmem_cache_destroy(%s): object %p is still allocated", c->name, slot);
+        return;
+    }
+    debug::report_leak(c, slot, "kmem_cache_destroy");
 }
 
 uint64_t report_slab_leaks(const cache *c, const page *pg) {
@@ -267,8 +286,8 @@ uint64_t report_slab_leaks(const cache *c, const page *pg) {
         for (uint32_t i = first; i < objects && i - first < kWindow; ++i) {
             uint32_t bit = i - first;
             if (free_map[bit / 64] >> (bit % 64) & 1) continue;
-            report("kmem_cache_destroy(%s): object %p is still allocated", c->name,
-                   reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * c->size));
+            report_leaked_object(c,
+                                 reinterpret_cast<void *>(slab_base(pg) + uint64_t{i} * c->size));
             ++leaked;
         }
     }

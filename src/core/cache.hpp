@@ -7,8 +7,11 @@
 // Object layout within a slab (`size` bytes per object, objects back to back from the slab's
 // start plus its colour offset):
 //
-//   | object (object_size, rounded up to a word) | free pointer, if ctor | (debug: later) | pad |
-//   |<-------------------------------------- size ------------------------------------------>|
+//   | object (object_size, rounded up to a word) | free pointer, if ctor | pad |
+//   |<-------------------------------- size ------------------------------->|
+//
+// A debug cache's slots have another layout (core/debug.hpp): the design's word first, then the
+// left red zone, the object at debug_offset, the right red zone, the state word and the tracks.
 //
 // The free pointer of a free object lives in its first word (offset 0), or, when the cache has a
 // constructor, right after the object so that constructed state survives being free. `inuse`
@@ -72,12 +75,16 @@ SLABKIT_ALWAYS_INLINE design process_design_hint() {
 
 // Cache flags: the public SLABKIT_* / kernel SLAB_* values.
 enum cache_flag : unsigned {
+    kConsistencyChecks = 0x00000100u,
     kRedZone = 0x00000400u,
     kPoison = 0x00000800u,
     kHwcacheAlign = 0x00002000u,
     kStoreUser = 0x00010000u,
     kPanic = 0x00040000u,
-    kKnownFlags = kRedZone | kPoison | kHwcacheAlign | kStoreUser | kPanic,
+    kTrace = 0x00200000u,
+    // Any of these makes a debug cache (core/debug.hpp).
+    kDebugFlags = kConsistencyChecks | kRedZone | kPoison | kStoreUser | kTrace,
+    kKnownFlags = kDebugFlags | kHwcacheAlign | kPanic,
 };
 
 inline constexpr size_t kMinAlign = 8;
@@ -122,6 +129,16 @@ struct cache {
     uint32_t colour_off = 0;   // colour step
     uint32_t colour_range = 0; // slack of a slab: colour offsets stay below it
     char name[kNameMax] = {};
+
+    // Debugging (core/debug.hpp); all zero for a cache without it. A debug cache has no
+    // per-slot structures: every allocation and free takes its design's slow path, which hands
+    // it to the debug layer, which calls back the design's slot-less paths below.
+    bool debug = false;       // flags & kDebugFlags
+    bool debug_fresh = false; // the design reuses a free slot's bytes (SLOB): no checks at alloc
+    uint32_t debug_offset = 0; // the object's offset in its slot
+    uint32_t debug_meta = 0;   // the state word's offset in its slot (the tracks follow it)
+    void *(*debug_alloc)(cache *c, int node) = nullptr; // one slot, no per-slot structure
+    void (*debug_free)(cache *c, void *slot) = nullptr; // gives back one slot
 
     // Registry links (under the registry lock).
     cache *reg_next = nullptr;
@@ -277,6 +294,9 @@ uint32_t count_slab_free(const cache *c, const page *pg);
 // Reports, one line each, the objects of slab pg that are not on its own freelist ("object %p is
 // still allocated", for destroy); returns how many.
 uint64_t report_slab_leaks(const cache *c, const page *pg);
+// The line of one leaked object (its slot): "kmem_cache_destroy(<cache>): object <p> is still
+// allocated", and for a debug cache with owner tracking where it was allocated.
+void report_leaked_object(const cache *c, void *slot);
 // Calls fn(pg, arg) for every slab of cache c in the global page allocator's arena, found from
 // the page descriptors (for designs that do not keep every slab on a list). The caller makes
 // sure c's slabs do not change meanwhile (destroy: no thread uses the cache); other caches'

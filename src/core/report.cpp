@@ -15,12 +15,31 @@ namespace {
 std::atomic<uint64_t> g_errors{0};
 }
 
+namespace {
+std::atomic<void (*)(const char *)> g_error_hook{nullptr};
+}
+
 bool continue_on_error() {
-    return page_allocator::global().settings().continue_on_error;
+    return g_error_hook.load(std::memory_order_acquire) != nullptr ||
+           page_allocator::global().settings().continue_on_error;
 }
 
 uint64_t slab_errors() {
     return g_errors.load(std::memory_order_relaxed);
+}
+
+void note_slab_error() {
+    g_errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+void set_error_hook(void (*hook)(const char *report)) {
+    g_error_hook.store(hook, std::memory_order_release);
+}
+
+bool call_error_hook(const char *text) {
+    void (*hook)(const char *) = g_error_hook.load(std::memory_order_acquire);
+    if (hook) hook(text);
+    return hook != nullptr;
 }
 
 void report(const char *fmt, ...) {
@@ -68,6 +87,17 @@ const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned 
     if (owner && p >= base) {
         uintptr_t off = p - base;
         uintptr_t index = off / owner->size;
+        if (index < owner->objects && owner->debug) {
+            long into = static_cast<long>(off - index * owner->size) -
+                        static_cast<long>(owner->debug_offset);
+            snprintf(buf, size,
+                     "the address is %ld bytes %s object %p of cache '%s' (objects of %u bytes), "
+                     "not an object start",
+                     into < 0 ? -into : into, into < 0 ? "before" : "into",
+                     reinterpret_cast<void *>(base + index * owner->size + owner->debug_offset),
+                     owner->name, owner->object_size);
+            return buf;
+        }
         if (index < owner->objects) {
             snprintf(buf, size,
                      "the address is %zu bytes into object %zu of a slab of cache '%s' (objects "
@@ -85,6 +115,10 @@ const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned 
 void report_bad_free(const char *op, const cache *c, const void *addr, const char *what) {
     g_errors.fetch_add(1, std::memory_order_relaxed);
     report("%s(%s%s%p): %s", op, c ? c->name : "", c ? ", " : "", addr, what);
+    char line[512];
+    snprintf(line, sizeof line, "bad free: %s(%s%s%p): %s", op, c ? c->name : "", c ? ", " : "",
+             addr, what);
+    call_error_hook(line);
     if (!continue_on_error()) {
         platform::fatal("slabkit: aborting on a bad free (SLABKIT_CONTINUE_ON_ERROR=1 reports "
                         "and ignores instead)\n");

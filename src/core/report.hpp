@@ -20,7 +20,16 @@ SLABKIT_COLD const char *diagnose_free(const cache *c, const void *addr, char *b
 // A printf-style line on stderr prefixed with "slabkit: ".
 SLABKIT_COLD void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// True when a report must not abort: SLABKIT_CONTINUE_ON_ERROR=1, or an error hook is set (which
+// has then been called with the report).
 bool continue_on_error();
 uint64_t slab_errors();
+// Counts one error of any kind (slab_errors()).
+void note_slab_error();
+// In-process tests: instead of aborting, every report is passed to hook (its first line: what
+// was found) and slabkit goes on as with SLABKIT_CONTINUE_ON_ERROR. nullptr: abort again.
+void set_error_hook(void (*hook)(const char *report));
+// Calls the hook, if any, with report; true when one was set.
+bool call_error_hook(const char *report);
 
 } // namespace slabkit

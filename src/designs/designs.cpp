@@ -2,10 +2,13 @@
 // shrink, statistics, the trimmer's handler, slabkit_trim, and the fork hooks.
 #include "designs/designs.hpp"
 
+#include "core/debug.hpp"
 #include "core/slab_release.hpp"
 #include "core/trimmer.hpp"
 #include "platform/platform.hpp"
 #include "slot/slot.hpp"
+
+#include <cstring>
 
 namespace slabkit::designs {
 
@@ -20,12 +23,27 @@ cache *create(design d, const cache_args &args, const char **why) {
             *why = bad;
             return nullptr;
         }
-        return ops.create(args, why);
+        // SLABKIT_DEBUG (or slabkit_set_debug) may ask for debugging of this cache by name.
+        cache_args with_debug = args;
+        with_debug.flags |= debug::spec_flags(args.name);
+        return ops.create(with_debug, why);
     });
 }
 
 void destroy(cache *c) {
-    if (c) visit(c, [](auto ops, auto *s) { ops.destroy(s); });
+    if (!c) return;
+    // Its quarantined objects go back first, checked: they are free, not leaks.
+    if (c->debug) debug::drain_quarantine(c);
+    visit(c, [](auto ops, auto *s) { ops.destroy(s); });
+}
+
+unsigned validate(cache *c, char *buf, size_t size) {
+    if (buf && size) buf[0] = '\0';
+    unsigned problems = visit(c, [&](auto ops, auto *s) { return ops.validate(s, buf, size); });
+    size_t used = buf ? strlen(buf) : 0;
+    if (c->debug)
+        problems += debug::validate(c, buf ? buf + used : nullptr, buf ? size - used : 0);
+    return problems;
 }
 
 void statistics(cache *c, design_stats *out) {
@@ -78,6 +96,7 @@ void trim_idle(uint64_t before_ms, bool force) {
 
 size_t shrink(cache *c) {
     if (!c) return 0;
+    if (c->debug) debug::drain_quarantine(c); // shrink wants the memory back
     return visit(c, [](auto ops, auto *s) -> size_t {
         if (s->dead) return 0;
         {
@@ -101,6 +120,7 @@ void trim_all() {
     // refers to it, which may take the other slots' flushes and the shared lists' (their objects
     // of its slabs); so flush everything first, then free the idle slots' empty structures, then
     // flush again what that gave back.
+    debug::drain_quarantine(nullptr); // a trim wants memory back
     deferred_release defer;
     slots::for_each_idle(flush_idle_slot, nullptr);
     slot_visit mine{slots::current_if_any(), false};

@@ -57,6 +57,10 @@ void bootstrap_process_design();
 cache *create(design d, const cache_args &args, const char **why);
 // Destroys a cache (nullptr: nothing); see slab_design's destroy.
 void destroy(cache *c);
+// The design's invariant checker, and for a debug cache the debug layer's check of every slot
+// (core/debug.hpp); the cache must be quiescent. Returns the problems, the first described in
+// buf.
+unsigned validate(cache *c, char *buf, size_t size);
 // Flushes the idle slots' and the caller's parked objects back to their slabs, then the
 // design's shared lists (reclaim); other live slots give theirs back at their next slow path.
 // Returns the pages the cache's slabs still hold.

@@ -1,6 +1,8 @@
 // kmalloc.cpp - size classes, the page and OS tiers, and the design dispatch of kmalloc.
 #include "kmalloc/kmalloc.hpp"
 
+#include "core/debug.hpp"
+
 #include "core/report.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
@@ -85,7 +87,7 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         char name[kNameMax];
         internal_cache_name(d, base, name, sizeof name);
         const char *why = nullptr;
-        cache_args args{name, size, class_align(size), 0, nullptr};
+        cache_args args{name, size, class_align(size), debug::spec_flags(name), nullptr};
         // The malloc table serves whole programs, many threads at once: what a slot may park is
         // bounded in bytes (the kernel table keeps each design's own sizing).
         if constexpr (T == class_table::malloc) args.queue_bytes = malloc_queue_bytes();
@@ -224,6 +226,8 @@ void detail::free_slow(void *p, const char *caller) {
         uint32_t st = pg->flags();
         if (SLABKIT_LIKELY(st & PG_slab)) {
             cache *c = slab_cache(pg);
+            // A debug cache's objects are never slot starts: all of them come here.
+            if (c->debug) return debug::free(c, p, caller);
             if (SLABKIT_LIKELY(is_object_start(c, pg, p)))
                 return designs::visit(c, [&](auto ops, auto *s) {
                     if constexpr (own_kmalloc_v<decltype(ops)>) {
@@ -248,6 +252,7 @@ size_t usable_size(const void *p) {
         uint32_t st = pg->flags();
         if (st & PG_slab) {
             cache *c = slab_cache(pg);
+            if (c->debug) return debug::is_object(c, pg, p) ? c->object_size : 0;
             if (!is_object_start(c, pg, p)) return 0;
             return designs::visit(c, [&](auto ops, auto *s) -> size_t {
                 if constexpr (own_kmalloc_v<decltype(ops)>) return ops.usable_size(s, p);

@@ -141,6 +141,16 @@ void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void exit_with_error(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+// The calling thread's kernel id (gettid).
+unsigned thread_id();
+// Up to `max` return addresses of the calling thread's stack, innermost first, skipping `skip`
+// frames above the caller; 0 while the calling thread is already capturing (the unwinder's first
+// use loads a library, which allocates: that allocation gets no stack rather than recursing).
+// Never call it under an allocator lock.
+unsigned capture_stack(uintptr_t *out, unsigned max, unsigned skip);
+// "function+0xoff (module)" for a code address, as far as the dynamic loader can say, into buf.
+void describe_address(uintptr_t addr, char *buf, size_t size);
+
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 uint64_t now_ns();
 // Coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE): cheap, a few ms resolution.
@@ -180,6 +190,7 @@ enum fork_rank : unsigned {
     kForkRankCaches = 15,   // a design's cache registry and per-cache list locks
     kForkRankPages = 20,    // the page allocators
     kForkRankLarge = 30,    // kmalloc's large-block table (a leaf)
+    kForkRankQuarantine = 35, // the debug layer's specification and quarantine (leaves)
 };
 inline constexpr unsigned kMaxForkHooks = 16;
 struct fork_hooks {

@@ -5,6 +5,10 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstring>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -103,6 +107,46 @@ bool thread_exiting() {
 
 void yield_cpu() {
     sched_yield();
+}
+
+unsigned thread_id() {
+    return static_cast<unsigned>(syscall(SYS_gettid));
+}
+
+namespace {
+constinit thread_local bool tls_capturing SLABKIT_TLS = false;
+}
+
+unsigned capture_stack(uintptr_t *out, unsigned max, unsigned skip) {
+    if (tls_capturing) return 0;
+    tls_capturing = true;
+    void *frames[32];
+    unsigned want = max + skip + 1 < 32 ? max + skip + 1 : 32;
+    int n = backtrace(frames, static_cast<int>(want));
+    tls_capturing = false;
+    unsigned got = 0;
+    for (int i = static_cast<int>(skip) + 1; i < n && got < max; ++i)
+        out[got++] = reinterpret_cast<uintptr_t>(frames[i]);
+    return got;
+}
+
+void describe_address(uintptr_t addr, char *buf, size_t size) {
+    Dl_info info;
+    // A return address points after its call: look up the byte before it.
+    if (dladdr(reinterpret_cast<void *>(addr - 1), &info) == 0 || !info.dli_fname) {
+        snprintf(buf, size, "0x%lx", static_cast<unsigned long>(addr));
+        return;
+    }
+    const char *module = strrchr(info.dli_fname, '/');
+    module = module ? module + 1 : info.dli_fname;
+    if (info.dli_sname) {
+        snprintf(buf, size, "0x%lx %s+0x%lx (%s)", static_cast<unsigned long>(addr), info.dli_sname,
+                 static_cast<unsigned long>(addr - reinterpret_cast<uintptr_t>(info.dli_saddr)),
+                 module);
+    } else {
+        snprintf(buf, size, "0x%lx (%s+0x%lx)", static_cast<unsigned long>(addr), module,
+                 static_cast<unsigned long>(addr - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

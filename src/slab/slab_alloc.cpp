@@ -1,6 +1,7 @@
 // slab_alloc.cpp - SLAB's allocation slow paths: growing a slab, refilling a slot's array from
 // the shared array or the slabs, objects straight from a node's slabs (another node asked for,
 // bootstrap caches, threads without a slot), the slot's array itself, and the per-slot reaper.
+#include "core/debug.hpp"
 #include "core/trimmer.hpp"
 #include "page/page_allocator.hpp"
 #include "slab/slab_internal.hpp"
@@ -192,7 +193,7 @@ page *grow_begin(slab_kmem_cache *s, int node) {
     }
     // The objects in address order: allocation hands them out first to last.
     for (uint32_t i = 0; i < s->objects; ++i) {
-        if (s->ctor) s->ctor(base + uint64_t{i} * s->size);
+        if (s->ctor) s->ctor(base + uint64_t{i} * s->size + s->debug_offset);
         fl[i] = static_cast<freelist_idx>(i);
     }
     pg->priv[0] = reinterpret_cast<uintptr_t>(fl);
@@ -247,6 +248,10 @@ void *alloc_single(slab_kmem_cache *s, int node) {
     return obj;
 }
 
+void *debug_slot_alloc(cache *c, int node) {
+    return alloc_single(static_cast<slab_kmem_cache *>(c), node);
+}
+
 // ---- the slot's array -----------------------------------------------------------------------
 
 slab_cpu *get_cpu(slab_kmem_cache *s, unsigned slot) {
@@ -284,6 +289,9 @@ void reap_cpu(slab_kmem_cache *s, slab_cpu *c) {
 void *alloc_slow(slab_kmem_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
+    // A debug cache has no arrays: one object at a time from the slabs (debug_slot_alloc),
+    // checked by the debug layer.
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
     void *obj = nullptr;
     if (s->meta) {
         obj = alloc_single(s, node);

@@ -78,7 +78,7 @@ unsigned cpus_of_node(unsigned node, unsigned nr_nodes) {
 bool choose_layout(slab_kmem_cache *s, bool allow_off_slab) {
     const unsigned max_order = g_settings.max_order;
     slab_geometry g;
-    if (!s->ctor && !(s->flags & kPoison) &&
+    if (!s->ctor && !s->debug &&
         calculate_slab_order(s->size, freelist_place::objfreelist, max_order, &g) &&
         uint64_t{g.objects} * sizeof(freelist_idx) <= s->object_size) {
         s->place = freelist_place::objfreelist;
@@ -127,6 +127,10 @@ bool setup_common(slab_kmem_cache *s, const cache_args &args, bool meta) {
     default_tunables(s);
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
+    if (s->debug) {
+        s->debug_alloc = debug_slot_alloc;
+        s->debug_free = debug_slot_free;
+    }
     return true;
 }
 
@@ -374,8 +378,7 @@ void report_leaks(page *pg, void *arg) {
         }
         for (uint32_t i = first; i < s->objects && i - first < kWindow; ++i) {
             if (free_map[(i - first) / 64] >> ((i - first) % 64) & 1) continue;
-            report("kmem_cache_destroy(%s): object %p is still allocated", s->name,
-                   index_to_obj(s, pg, i));
+            report_leaked_object(s, index_to_obj(s, pg, i));
             ++l->objects;
         }
     }

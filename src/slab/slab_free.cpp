@@ -1,6 +1,7 @@
 // slab_free.cpp - SLAB's free side: index arrays, the node slab lists, free_block and the free
 // slab bound, flushing a full array (to the shared array or the slabs), alien caches, and the
 // free slow path.
+#include "core/debug.hpp"
 #include "page/page_allocator.hpp"
 #include "slab/slab_internal.hpp"
 
@@ -216,7 +217,12 @@ void free_single(slab_kmem_cache *s, page *pg, void *obj) {
     release(s, chain);
 }
 
+void debug_slot_free(cache *c, void *slot) {
+    free_single(static_cast<slab_kmem_cache *>(c), virt_to_head_page(slot), slot);
+}
+
 void free_slow(slab_kmem_cache *s, page *pg, void *obj) {
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::free(s, obj, "kmem_cache_free");
     if (s->meta) return free_single(s, pg, obj);
     slots::hold held; // until the end
     unsigned slot = held.slot();

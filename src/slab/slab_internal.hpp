@@ -103,6 +103,9 @@ size_t meta_bytes(const void *p);
 // slabs under its list_lock. free_single gives one back the same way.
 void *alloc_single(slab_kmem_cache *s, int node);
 void free_single(slab_kmem_cache *s, page *pg, void *obj);
+// A debug cache's slot-less paths (cache::debug_alloc, debug_free).
+void *debug_slot_alloc(cache *c, int node);
+void debug_slot_free(cache *c, void *slot);
 
 // The slot's array for s, made on first use; nullptr for a bootstrap cache or when memory is
 // short.

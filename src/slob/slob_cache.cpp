@@ -1,6 +1,7 @@
 // slob_cache.cpp - SLOB's caches and kmalloc over its blocks: the arena, create, destroy (leaks
 // counted, and listed where SLOB can find them), object allocation with constructors run on
 // each, kmalloc with its size header, ksize, statistics, the invariant checker and fork.
+#include "core/debug.hpp"
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "page/page_allocator.hpp"
@@ -77,6 +78,13 @@ void give_back(void *b, size_t bytes, const char *op, const cache *c, const void
 void setup(slob_cache *s, const cache_args &args) {
     describe_cache(s, args, design::slob);
     compute_object_layout(s, freeptr_place::none);
+    if (s->debug) {
+        // A free block's bytes are SLOB's (its lists' headers, other caches' blocks): the debug
+        // layer checks only what it still holds (the quarantine).
+        s->debug_fresh = true;
+        s->debug_alloc = debug_slot_alloc;
+        s->debug_free = debug_slot_free;
+    }
     // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
     // takes, or one page's worth of smaller objects (their pages are shared: the figures are the
     // pages their bytes fill).
@@ -158,8 +166,7 @@ void destroy(slob_cache *s) {
             s,
             [](page *pg, void *arg) {
                 auto *wk = static_cast<walk *>(arg);
-                report("kmem_cache_destroy(%s): object %p is still allocated", wk->s->name,
-                       page_to_virt(pg));
+                report_leaked_object(wk->s, page_to_virt(pg));
                 ++*wk->listed;
             },
             &w);
@@ -195,10 +202,9 @@ bool set_order(slob_cache *, unsigned, const char **why) {
 
 // ---- objects ---------------------------------------------------------------------------------
 
-void *alloc(slob_cache *s, int node, bool zero) {
-    if (node != kAnyNode &&
-        (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
-        return nullptr;
+namespace {
+// One block of s's size (no constructor, not zeroed), counted.
+void *alloc_block(slob_cache *s, int node) {
     void *obj;
     if (big(s)) {
         obj = page_allocator::global().alloc(order_for(s->size), node, 0);
@@ -217,6 +223,22 @@ void *alloc(slob_cache *s, int node, bool zero) {
         ++s->live;
         s->stats[ALLOCS].add();
     }
+    return obj;
+}
+} // namespace
+
+void *debug_slot_alloc(cache *c, int node) {
+    return alloc_block(static_cast<slob_cache *>(c), node);
+}
+
+void *alloc(slob_cache *s, int node, bool zero) {
+    if (node != kAnyNode &&
+        (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
+        return nullptr;
+    // A debug cache's blocks carry red zones, state and tracks (core/debug.hpp).
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
+    void *obj = alloc_block(s, node);
+    if (!obj) return nullptr;
     if (zero)
         memset(obj, 0, s->object_size);
     else if (s->ctor)
@@ -255,8 +277,15 @@ void free_small(slob_cache *s, void *obj) {
 
 } // namespace
 
+void debug_slot_free(cache *c, void *slot) {
+    auto *s = static_cast<slob_cache *>(c);
+    if (big(s)) return free_big(s, virt_to_head_page(slot), slot);
+    free_small(s, slot);
+}
+
 void free(slob_cache *s, void *obj) {
     if (!obj) return;
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::free(s, obj, "kmem_cache_free");
     page *pg = slab_page_of(obj);
     char what[256];
     if (big(s)) {
@@ -270,6 +299,7 @@ void free(slob_cache *s, void *obj) {
 }
 
 void free_to_slab(slob_cache *s, page *pg, void *obj) {
+    if (s->debug) return debug::free(s, obj, "kfree");
     if (!s->arena) return free_big(s, pg, obj); // kfree of an object of a page or more
     // A kmalloc block: its header says how big.
     auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(obj) - kHeader);

@@ -21,6 +21,9 @@ void add_page(void *mem, size_t bytes);
 // Under the lock: first fit inside one page (the search's step; tests call it on their own
 // page): a block of `bytes` whose address + align_offset is aligned to `align`, or nullptr.
 void *alloc_in_page(page *pg, size_t bytes, size_t align, size_t align_offset);
+// A debug cache's block paths (cache::debug_alloc, debug_free).
+void *debug_slot_alloc(cache *c, int node);
+void debug_slot_free(cache *c, void *slot);
 // Under the lock: fn(offset, units) for each free block of page pg, offsets in units from its
 // start, in list order; a one-unit block is reported as such.
 void for_each_free_block(page *pg, void (*fn)(unsigned offset, unsigned units, void *arg),

@@ -1,5 +1,6 @@
 // slqb_alloc.cpp - SLQB's allocation slow paths: claiming the inbox, partial slabs, new slabs,
 // the per-node lists, and making a slot's per-cache structure.
+#include "core/debug.hpp"
 #include "core/trimmer.hpp"
 #include "page/page_allocator.hpp"
 #include "slqb/slqb_internal.hpp"
@@ -155,9 +156,21 @@ void *alloc_shared(slqb_cache *s) {
     return obj;
 }
 
+// A debug cache's slot-less allocation of one slot (cache::debug_alloc).
+void *debug_slot_alloc(cache *c, int node) {
+    auto *s = static_cast<slqb_cache *>(c);
+    unsigned target = node == kAnyNode ? caller_node(s) : static_cast<unsigned>(node);
+    void *obj = node_alloc(s, target);
+    if (!obj && node == kAnyNode) obj = alloc_from_node_lists(s, target);
+    return obj;
+}
+
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
+    // A debug cache has no per-slot structure: everything comes here, and goes to the debug
+    // layer, which takes slots through debug_slot_alloc.
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
     slots::hold held;   // for the caller's slot (kNoSlot), until the end
     if (slot == kNoSlot) slot = held.slot();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);

@@ -69,6 +69,10 @@ void setup_common(slqb_cache *s, const cache_args &args) {
     }
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
+    if (s->debug) {
+        s->debug_alloc = debug_slot_alloc;
+        s->debug_free = debug_slot_free;
+    }
 }
 } // namespace
 

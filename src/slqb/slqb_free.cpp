@@ -1,5 +1,6 @@
 // slqb_free.cpp - SLQB's free slow paths: queue flushes, the outbox, inboxes, returning objects
 // to their slabs and releasing emptied slabs.
+#include "core/debug.hpp"
 #include "page/page_allocator.hpp"
 #include "slqb/slqb_internal.hpp"
 
@@ -214,6 +215,7 @@ void trim_cpu(slqb_cache *s, slqb_cpu *c) {
 }
 
 void free_slow(slqb_cache *s, page *pg, void *obj) {
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::free(s, obj, "kmem_cache_free");
     slots::hold held; // until the end
     unsigned slot = held.slot();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
@@ -254,6 +256,10 @@ void free_shared(slqb_cache *s, void *obj) {
     }
     s->shared_stats[FREE].add_shared();
     release_slabs(chain);
+}
+
+void debug_slot_free(cache *c, void *slot) {
+    free_shared(static_cast<slqb_cache *>(c), slot);
 }
 
 void free_checked(slqb_cache *s, void *obj) {

@@ -60,6 +60,9 @@ slqb_cpu *meta_cpu_storage(slqb_cache *s, unsigned slot);
 // its slab at once (free_shared): no queue scatters them over slabs.
 void *alloc_shared(slqb_cache *s);
 void free_shared(slqb_cache *s, void *obj);
+// A debug cache's slot-less paths (cache::debug_alloc, debug_free).
+void *debug_slot_alloc(cache *c, int node);
+void debug_slot_free(cache *c, void *slot);
 // The slot's per-cache structure, made on first use; nullptr when memory is short.
 slqb_cpu *get_cpu(slqb_cache *s, unsigned slot);
 void init_list(slqb_list *l, slqb_cache *s, unsigned node, bool node_list);

@@ -1,6 +1,7 @@
 // slub_alloc.cpp - SLUB's allocation slow paths: refilling the slot's freelist from its current
 // slab, its partial chain, the node partial lists or a new slab; the locked one-object path of
 // the bootstrap caches and of threads without a slot; making a slot's structure.
+#include "core/debug.hpp"
 #include "core/trimmer.hpp"
 #include "page/page_allocator.hpp"
 #include "slub/slub_internal.hpp"
@@ -240,6 +241,10 @@ void *alloc_single(slub_cache *s, int node) {
 
 } // namespace
 
+void *debug_slot_alloc(cache *c, int node) {
+    return alloc_single(static_cast<slub_cache *>(c), node);
+}
+
 slub_cpu *get_cpu(slub_cache *s, unsigned slot) {
     slub_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
     if (SLABKIT_LIKELY(c) || s->meta) return c;
@@ -268,6 +273,9 @@ page *new_slab(slub_cache *s, int node) {
 void *alloc_slow(slub_cache *s, unsigned slot, int node, bool zero) {
     if (node != kAnyNode && (node < 0 || static_cast<unsigned>(node) >= s->nr_nodes))
         return nullptr; // no such node
+    // A debug cache has no per-slot structures, as in the kernel: one object at a time under
+    // the list lock (debug_slot_alloc), checked by the debug layer.
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
     slots::hold held;   // for the caller's slot (kNoSlot), until the end
     if (slot == kNoSlot) slot = held.slot();
     slub_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);

@@ -102,6 +102,11 @@ void setup_common(slub_cache *s, const cache_args &args) {
                                            : default_cpu_partial(s->size));
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
+    if (s->debug) {
+        set_cpu_partial(s, 0);
+        s->debug_alloc = debug_slot_alloc;
+        s->debug_free = debug_slot_free;
+    }
 }
 
 } // namespace

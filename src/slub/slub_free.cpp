@@ -1,6 +1,7 @@
 // slub_free.cpp - SLUB's free slow path (an object straight back onto its slab's freelist with a
 // compare-and-swap), the node partial lists, deactivating a slot's current slab, the slot's
 // partial chain and freeing slabs.
+#include "core/debug.hpp"
 #include "page/page_allocator.hpp"
 #include "slub/slub_internal.hpp"
 
@@ -176,11 +177,22 @@ void flush_cpu(slub_cache *s, slub_cpu *c) {
 }
 
 void slab_free(slub_cache *s, page *pg, void *obj) {
+    // A debug cache's objects all come here (it has no per-slot structures): the debug layer
+    // checks and quarantines them, then gives them back through debug_slot_free.
+    if (SLABKIT_UNLIKELY(s->debug)) return debug::free(s, obj, "kmem_cache_free");
+    slab_free_object(s, pg, obj);
+}
+
+void debug_slot_free(cache *c, void *slot) {
+    slab_free_object(static_cast<slub_cache *>(c), virt_to_head_page(slot), slot);
+}
+
+void slab_free_object(slub_cache *s, page *pg, void *obj) {
     slots::hold held; // until the end
     unsigned slot = held.slot();
     // A full slab gaining an object is frozen onto this slot's partial chain (no lock), if the
     // cache keeps chains and this thread has a slot; otherwise it joins its node's list.
-    bool to_chain = s->cpu_partial != 0 && !s->meta && slot != kNoSlot;
+    bool to_chain = s->cpu_partial != 0 && !s->meta && !s->debug && slot != kNoSlot;
     slub_cpu *c = nullptr;
     if (to_chain)
         c = get_cpu(s, slot);

@@ -68,6 +68,11 @@ void unfreeze_partials(slub_cache *s, slub_cpu *c, page *chain);
 // Puts frozen slab pg on c's partial chain; `drain`: if the chain is already at
 // cpu_partial_slabs, it goes to the node lists first (the free path; get_partial does not).
 void put_cpu_partial(slub_cache *s, slub_cpu *c, page *pg, bool drain);
+// slab_free without the debug layer's hand-off.
+void slab_free_object(slub_cache *s, page *pg, void *obj);
+// A debug cache's slot-less paths (cache::debug_alloc, debug_free).
+void *debug_slot_alloc(cache *c, int node);
+void debug_slot_free(cache *c, void *slot);
 // The slot's whole share: its current slab and freelist, then its partial chain.
 void flush_cpu(slub_cache *s, slub_cpu *c);
 

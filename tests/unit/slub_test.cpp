@@ -141,8 +141,12 @@ TEST_F(Slub, FreePointerPlacement) {
     slub_cache *ctor = make("slub-fp-ctor", 64, [](void *p) { memset(p, 1, 64); });
     EXPECT_EQ(ctor->offset, 64u);
     EXPECT_EQ(ctor->size, 72u);
+    // A poisoned cache is a debug cache (core/debug.hpp): the free pointer is the design's word
+    // at the slot's start, before the object.
     slub_cache *poison = make("slub-fp-poison", 64, nullptr, kPoison);
-    EXPECT_EQ(poison->offset, 64u);
+    EXPECT_TRUE(poison->debug);
+    EXPECT_EQ(poison->offset, 0u);
+    EXPECT_EQ(poison->debug_offset, 8u);
     // Every object still works as a linked list member.
     std::vector<void *> objs;
     for (int i = 0; i < 1000; ++i) objs.push_back(alloc(mid));

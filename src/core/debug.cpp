@@ -1,0 +1,715 @@
+// debug.cpp - the debug layer: SLABKIT_DEBUG's grammar, the debug slot layout, the checks at
+// alloc, free and validation, the quarantine, and the reports.
+#include "core/debug.hpp"
+
+#include "core/report.hpp"
+#include "page/page.hpp"
+#include "platform/lock.hpp"
+#include "platform/platform.hpp"
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace slabkit::debug {
+
+namespace {
+
+constexpr size_t align_up(size_t v, size_t a) {
+    return (v + a - 1) & ~(a - 1);
+}
+
+// ---- the specification ------------------------------------------------------------------------
+//
+// slub_debug's grammar: groups separated by ';', each "<letters>[,<name>[,<name>...]]". Letters
+// F Z P U T, or '-' for none; a group without names applies to every cache no later group names.
+// An empty value or "1" is FZPU for every cache. A name may hold '*' (any run of characters).
+
+constexpr unsigned kMaxGroups = 16;
+constexpr unsigned kMaxNames = 32;
+constexpr size_t kTextMax = 1024;
+
+struct group {
+    unsigned flags;
+    unsigned first_name, nr_names;
+};
+struct spec {
+    bool any = false; // some group gives flags
+    unsigned nr_groups = 0;
+    group groups[kMaxGroups];
+    unsigned nr_names = 0;
+    const char *names[kMaxNames];
+    bool matched[kMaxNames];
+    char text[kTextMax];
+};
+
+spec g_spec;
+platform::mutex g_spec_lock;
+std::atomic<bool> g_spec_read{false};
+
+bool parse_letters(const char *s, size_t n, unsigned *out, char *bad) {
+    unsigned f = 0;
+    for (size_t i = 0; i < n; ++i) {
+        switch (s[i]) {
+        case 'F':
+        case 'f':
+            f |= kConsistencyChecks;
+            break;
+        case 'Z':
+        case 'z':
+            f |= kRedZone;
+            break;
+        case 'P':
+        case 'p':
+            f |= kPoison;
+            break;
+        case 'U':
+        case 'u':
+            f |= kStoreUser;
+            break;
+        case 'T':
+        case 't':
+            f |= kTrace;
+            break;
+        case '-':
+            break;
+        default:
+            *bad = s[i];
+            return false;
+        }
+    }
+    *out = f;
+    return true;
+}
+
+// Parses text into *out (whose text buffer then holds the names); false with *why set.
+bool parse_spec(const char *text, spec *out, const char **why) {
+    static char message[160];
+    *out = spec{};
+    if (strlen(text) >= kTextMax) {
+        *why = "the value is longer than 1023 characters";
+        return false;
+    }
+    if (text[0] == '\0' || strcmp(text, "1") == 0) {
+        out->any = true;
+        out->nr_groups = 1;
+        out->groups[0] = group{kConsistencyChecks | kRedZone | kPoison | kStoreUser, 0, 0};
+        return true;
+    }
+    strcpy(out->text, text);
+    char *p = out->text;
+    while (*p) {
+        if (out->nr_groups == kMaxGroups) {
+            *why = "more than 16 ';'-separated groups";
+            return false;
+        }
+        char *end = strchr(p, ';');
+        if (end) *end = '\0';
+        char *comma = strchr(p, ',');
+        size_t letters = comma ? static_cast<size_t>(comma - p) : strlen(p);
+        group g{0, out->nr_names, 0};
+        char bad = 0;
+        if (letters == 0) {
+            snprintf(message, sizeof message, "the group '%s' has no letters (F Z P U T, or -)", p);
+            *why = message;
+            return false;
+        }
+        if (!parse_letters(p, letters, &g.flags, &bad)) {
+            snprintf(message, sizeof message,
+                     "unknown letter '%c' (letters: F sanity checks, Z red zones, P poisoning, "
+                     "U owner tracking, T trace; - for none)",
+                     bad);
+            *why = message;
+            return false;
+        }
+        for (char *name = comma; name;) {
+            *name++ = '\0';
+            char *next = strchr(name, ',');
+            if (next) *next = '\0';
+            if (*name == '\0') {
+                *why = "an empty cache name (two commas, or a comma at the end of a group)";
+                return false;
+            }
+            if (strlen(name) >= kNameMax) {
+                snprintf(message, sizeof message,
+                         "the cache name '%.40s' is longer than 31 characters", name);
+                *why = message;
+                return false;
+            }
+            if (out->nr_names == kMaxNames) {
+                *why = "more than 32 cache names";
+                return false;
+            }
+            out->names[out->nr_names++] = name;
+            ++g.nr_names;
+            name = next;
+        }
+        out->any |= g.flags != 0;
+        out->groups[out->nr_groups++] = g;
+        if (!end) break;
+        p = end + 1;
+    }
+    return true;
+}
+
+bool glob_match(const char *pat, const char *s) {
+    if (*pat == '\0') return *s == '\0';
+    if (*pat == '*') {
+        for (;; ++s) {
+            if (glob_match(pat + 1, s)) return true;
+            if (*s == '\0') return false;
+        }
+    }
+    return *pat == *s && glob_match(pat + 1, s + 1);
+}
+
+void read_spec_once() {
+    if (g_spec_read.load(std::memory_order_acquire)) return;
+    platform::lock_guard guard(g_spec_lock);
+    if (g_spec_read.load(std::memory_order_relaxed)) return;
+    const char *v = platform::env("SLABKIT_DEBUG");
+    if (v) {
+        const char *why = nullptr;
+        if (!parse_spec(v, &g_spec, &why))
+            platform::exit_with_error(1, "slabkit: SLABKIT_DEBUG=%s: %s\n", v, why);
+    }
+    g_spec_read.store(true, std::memory_order_release);
+}
+
+// ---- settings ---------------------------------------------------------------------------------
+
+std::atomic<uint64_t> g_quarantine_budget{~0ull}; // ~0: not read yet
+uint64_t quarantine_budget() {
+    uint64_t b = g_quarantine_budget.load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(b != ~0ull)) return b;
+    b = platform::env_uint("SLABKIT_QUARANTINE_MB", 16, 0, 1u << 20) << 20;
+    g_quarantine_budget.store(b, std::memory_order_relaxed);
+    return b;
+}
+
+std::atomic<uint64_t> g_errors{0};
+
+// ---- reports ------------------------------------------------------------------------------------
+
+// A report, built in a buffer and written at once.
+struct text {
+    char buf[8192];
+    size_t len = 0;
+    void add(const char *fmt, ...) __attribute__((format(printf, 2, 3))) {
+        if (len >= sizeof buf - 1) return;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf + len, sizeof buf - len, fmt, ap);
+        va_end(ap);
+        if (n > 0)
+            len += static_cast<size_t>(n) < sizeof buf - len ? static_cast<size_t>(n)
+                                                             : sizeof buf - len - 1;
+    }
+};
+
+track *tracks_of(const cache *c, char *slot) {
+    return reinterpret_cast<track *>(slot + c->debug_meta + 8);
+}
+uint64_t &state_of(const cache *c, char *slot) {
+    return *reinterpret_cast<uint64_t *>(slot + c->debug_meta);
+}
+
+void add_track(text &t, const char *what, const track &tr) {
+    if (tr.tid == 0) {
+        t.add("  %s: not recorded\n", what);
+        return;
+    }
+    t.add("  %s by thread %u on CPU %u at %llu ms:\n", what, tr.tid, tr.cpu,
+          static_cast<unsigned long long>(tr.when_ms));
+    for (unsigned i = 0; i < kTrackDepth && tr.addrs[i]; ++i) {
+        char where[256];
+        platform::describe_address(tr.addrs[i], where, sizeof where);
+        t.add("    #%u %s\n", i, where);
+    }
+}
+
+void add_bytes(text &t, const char *label, const uint8_t *p, size_t n) {
+    t.add("  %-9s", label);
+    for (size_t i = 0; i < n; ++i) t.add(" %02x", p[i]);
+    t.add("\n");
+}
+
+// Ends a report: counts it, writes it, then aborts unless the process asked to go on.
+void finish(text &t) {
+    g_errors.fetch_add(1, std::memory_order_relaxed);
+    note_slab_error();
+    t.add("==============================================================================\n");
+    platform::write_stderr(t.buf, t.len);
+    // The hook gets the report from its "BUG" line on.
+    const char *bug = strstr(t.buf, "BUG ");
+    call_error_hook(bug ? bug : t.buf);
+    if (!continue_on_error())
+        platform::fatal("slabkit: aborting on heap corruption (SLABKIT_CONTINUE_ON_ERROR=1 "
+                        "reports and goes on)\n");
+}
+
+void begin(text &t, const cache *c, const char *kind) {
+    t.add("==============================================================================\n");
+    t.add("slabkit: BUG %s (%s): %s\n", c->name, design_name(c->kind), kind);
+    t.add("------------------------------------------------------------------------------\n");
+}
+
+// The report of one object: which bytes are wrong (`bad` bytes from `off` in the slot, against
+// `expected`), and its history.
+void report_object(const cache *c, char *slot, const char *kind, const char *where, size_t off,
+                   size_t bad_len, uint8_t expected, const char *op) {
+    text t;
+    begin(t, c, kind);
+    char *obj = slot + c->debug_offset;
+    t.add("  object %p (%u bytes) in slot %p%s%s\n", static_cast<void *>(obj), c->object_size,
+          static_cast<void *>(slot), op ? ", found by " : "", op ? op : "");
+    if (where) {
+        long rel = static_cast<long>(off) - static_cast<long>(c->debug_offset);
+        t.add("  first bad byte at object offset %ld (%s), %zu byte%s wrong\n", rel, where, bad_len,
+              bad_len == 1 ? "" : "s");
+        size_t from = off;
+        size_t n = bad_len < 16 ? bad_len : 16;
+        add_bytes(t, "found:", reinterpret_cast<uint8_t *>(slot + from), n);
+        uint8_t want[16];
+        memset(want, expected, sizeof want);
+        add_bytes(t, "expected:", want, n);
+    }
+    if (c->flags & kStoreUser) {
+        track *tr = tracks_of(c, slot);
+        add_track(t, "allocated", tr[0]);
+        add_track(t, "freed", tr[1]);
+    }
+    finish(t);
+}
+
+// The first byte of [from, from + n) of slot that is not `value`: its offset, or n when none;
+// *bad_len counts the wrong bytes from there to the end of the run.
+size_t find_bad(const char *slot, size_t from, size_t n, uint8_t value, size_t *bad_len) {
+    const uint8_t *p = reinterpret_cast<const uint8_t *>(slot + from);
+    for (size_t i = 0; i < n; ++i) {
+        if (p[i] != value) {
+            size_t j = i;
+            while (j < n && p[j] != value) ++j;
+            *bad_len = j - i;
+            return from + i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+// ---- slot contents
+// --------------------------------------------------------------------------------
+
+size_t left_zone_from() {
+    return 8; // after the design's word
+}
+
+void set_red(const cache *c, char *slot, uint8_t v) {
+    if (!(c->flags & kRedZone)) return;
+    memset(slot + left_zone_from(), v, c->debug_offset - left_zone_from());
+    size_t end = c->debug_offset + c->object_size;
+    memset(slot + end, v, c->debug_meta - end);
+}
+
+// Checks both red zones against v; reports (naming op) and repairs them on a mismatch. False
+// when one was wrong.
+bool check_red(const cache *c, char *slot, uint8_t v, const char *op, const char *kind) {
+    if (!(c->flags & kRedZone)) return true;
+    size_t len = 0;
+    size_t left = find_bad(slot, left_zone_from(), c->debug_offset - left_zone_from(), v, &len);
+    if (left != SIZE_MAX) {
+        report_object(c, slot, kind ? kind : "red zone before the object overwritten (underflow)",
+                      "left red zone", left, len, v, op);
+        set_red(c, slot, v);
+        return false;
+    }
+    size_t end = c->debug_offset + c->object_size;
+    size_t right = find_bad(slot, end, c->debug_meta - end, v, &len);
+    if (right != SIZE_MAX) {
+        report_object(c, slot, kind ? kind : "red zone after the object overwritten (overflow)",
+                      "right red zone", right, len, v, op);
+        set_red(c, slot, v);
+        return false;
+    }
+    return true;
+}
+
+void poison(const cache *c, char *slot) {
+    char *obj = slot + c->debug_offset;
+    memset(obj, kPoisonFree, c->object_size - 1);
+    obj[c->object_size - 1] = static_cast<char>(kPoisonEnd);
+}
+
+bool check_poison(const cache *c, char *slot, const char *op) {
+    if (!(c->flags & kPoison)) return true;
+    size_t len = 0;
+    size_t bad = find_bad(slot, c->debug_offset, c->object_size - 1, kPoisonFree, &len);
+    uint8_t expected = kPoisonFree;
+    if (bad == SIZE_MAX &&
+        static_cast<uint8_t>(slot[c->debug_offset + c->object_size - 1]) != kPoisonEnd) {
+        bad = c->debug_offset + c->object_size - 1;
+        len = 1;
+        expected = kPoisonEnd;
+    }
+    if (bad == SIZE_MAX) return true;
+    report_object(c, slot, "write after free (poison overwritten)", "the freed object", bad, len,
+                  expected, op);
+    poison(c, slot);
+    return false;
+}
+
+void record(const cache *c, char *slot, unsigned which) {
+    if (!(c->flags & kStoreUser)) return;
+    track &tr = tracks_of(c, slot)[which];
+    memset(tr.addrs, 0, sizeof tr.addrs);
+    // Skip this function, the debug hook and the design's slow path.
+    platform::capture_stack(tr.addrs, kTrackDepth, 2);
+    tr.tid = platform::thread_id();
+    tr.cpu = platform::current_cpu();
+    tr.when_ms = platform::now_coarse_ms();
+}
+
+void trace(const cache *c, const char *what, const void *obj) {
+    if (!(c->flags & kTrace)) return;
+    uintptr_t at[2] = {0, 0};
+    platform::capture_stack(at, 2, 1);
+    char where[256];
+    platform::describe_address(at[1] ? at[1] : at[0], where, sizeof where);
+    report("TRACE %s %s %p (%u bytes) from %s", c->name, what, obj, c->object_size, where);
+}
+
+// Checks a free slot handed out by the design; repairs what it reports.
+void check_free_slot(const cache *c, char *slot) {
+    uint64_t st = state_of(c, slot);
+    if (st != kStateFree) {
+        report_object(c, slot,
+                      st == kStateAllocated
+                          ? "an allocated object handed out again (a corrupted free list?)"
+                          : "object metadata overwritten (state word)",
+                      nullptr, 0, 0, 0, "alloc");
+        return;
+    }
+    check_red(c, slot, kRedInactive, "alloc", nullptr);
+    check_poison(c, slot, "alloc");
+}
+
+// ---- the quarantine ---------------------------------------------------------------------------
+
+constexpr unsigned kQuarantineMax = 1u << 16; // entries; a power of two
+
+struct quarantined {
+    cache *c;
+    char *slot;
+};
+struct quarantine {
+    platform::mutex lock;
+    quarantined ring[kQuarantineMax];
+    uint32_t head = 0, count = 0; // oldest at head
+    uint64_t bytes = 0;
+};
+quarantine g_quarantine;
+
+// Gives one slot leaving the quarantine back to its design, checked for writes after free.
+void release(cache *c, char *slot) {
+    check_poison(c, slot, "the quarantine's release");
+    c->debug_free(c, slot);
+}
+
+// Pushes (c, slot); gives back what the budget no longer holds, oldest first.
+void quarantine_push(cache *c, char *slot) {
+    const uint64_t budget = quarantine_budget();
+    if (budget == 0) return release(c, slot);
+    quarantine &q = g_quarantine;
+    for (;;) {
+        quarantined out[16];
+        unsigned n = 0;
+        bool pushed = false;
+        {
+            platform::lock_guard guard(q.lock);
+            while (n < 16 && q.count && (q.count == kQuarantineMax || q.bytes + c->size > budget)) {
+                out[n++] = q.ring[q.head];
+                q.bytes -= out[n - 1].c->size;
+                q.head = (q.head + 1) & (kQuarantineMax - 1);
+                --q.count;
+            }
+            if (q.count < kQuarantineMax && q.bytes + c->size <= budget) {
+                q.ring[(q.head + q.count) & (kQuarantineMax - 1)] = quarantined{c, slot};
+                ++q.count;
+                q.bytes += c->size;
+                pushed = true;
+            }
+        }
+        // Outside the lock: the designs take their own.
+        for (unsigned i = 0; i < n; ++i) release(out[i].c, out[i].slot);
+        if (pushed) return;
+        if (n == 0) return release(c, slot); // larger than the whole budget
+    }
+}
+
+} // namespace
+
+// ---- public -------------------------------------------------------------------------------------
+
+unsigned spec_flags(const char *name) {
+    read_spec_once();
+    if (!g_spec.any) return 0;
+    platform::lock_guard guard(g_spec_lock);
+    const spec &sp = g_spec;
+    int chosen = -1;
+    for (unsigned gi = 0; gi < sp.nr_groups; ++gi) {
+        const group &g = sp.groups[gi];
+        if (g.nr_names == 0) {
+            if (chosen < 0 || sp.groups[chosen].nr_names == 0) chosen = static_cast<int>(gi);
+            continue;
+        }
+        for (unsigned k = 0; k < g.nr_names; ++k) {
+            if (glob_match(sp.names[g.first_name + k], name)) {
+                g_spec.matched[g.first_name + k] = true;
+                chosen = static_cast<int>(gi);
+            }
+        }
+    }
+    return chosen < 0 ? 0 : sp.groups[chosen].flags;
+}
+
+bool set_spec(const char *text, const char **why) {
+    read_spec_once();
+    static spec parsed; // under g_spec_lock
+    platform::lock_guard guard(g_spec_lock);
+    if (!text) text = "-";
+    if (!parse_spec(text, &parsed, why)) return false;
+    // The names point into the text buffer: fix them up as the copy moves it.
+    g_spec = parsed;
+    for (unsigned i = 0; i < g_spec.nr_names; ++i)
+        g_spec.names[i] = g_spec.text + (parsed.names[i] - parsed.text);
+    return true;
+}
+
+void unmatched_names(char *buf, size_t size) {
+    platform::lock_guard guard(g_spec_lock);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < g_spec.nr_names; ++i) {
+        if (g_spec.matched[i]) continue;
+        int n = snprintf(buf + len, size - len, "%s%s", len ? ", " : "", g_spec.names[i]);
+        if (n < 0 || static_cast<size_t>(n) >= size - len) break;
+        len += static_cast<size_t>(n);
+    }
+}
+
+void compute_layout(cache *c, size_t align) {
+    if (c->ctor) c->flags &= ~static_cast<unsigned>(kPoison); // constructed state survives free
+    c->debug = true;
+    const size_t left = (c->flags & kRedZone) ? 8 : 0;
+    const size_t off = align_up(8 + left, align);
+    const size_t end = off + c->object_size;
+    size_t meta = align_up(end, 8);
+    if (c->flags & kRedZone) meta += 8;
+    size_t tail = meta + 8 + ((c->flags & kStoreUser) ? 2 * sizeof(track) : 0);
+    c->offset = 0; // the design's word
+    c->debug_offset = static_cast<uint32_t>(off);
+    c->debug_meta = static_cast<uint32_t>(meta);
+    c->inuse = static_cast<uint32_t>(meta);
+    c->size = static_cast<uint32_t>(align_up(tail, align));
+}
+
+void init_slab_objects(cache *c, char *first_slot, uint32_t nr) {
+    for (uint32_t i = 0; i < nr; ++i) {
+        char *slot = first_slot + size_t{i} * c->size;
+        state_of(c, slot) = kStateFree;
+        set_red(c, slot, kRedInactive);
+        if (c->flags & kPoison) poison(c, slot);
+        if (c->flags & kStoreUser) memset(tracks_of(c, slot), 0, 2 * sizeof(track));
+    }
+}
+
+void *alloc(cache *c, int node, bool zero) {
+    char *slot = static_cast<char *>(c->debug_alloc(c, node));
+    if (!slot) return nullptr;
+    if (c->debug_fresh) {
+        // The design reuses free bytes (SLOB): nothing of the slot's free state is kept.
+        if (c->flags & kStoreUser) memset(tracks_of(c, slot), 0, 2 * sizeof(track));
+    } else {
+        check_free_slot(c, slot);
+    }
+    state_of(c, slot) = kStateAllocated;
+    set_red(c, slot, kRedActive);
+    char *obj = slot + c->debug_offset;
+    if (zero) {
+        memset(obj, 0, c->object_size);
+    } else if (c->ctor) {
+        if (c->debug_fresh) c->ctor(obj); // constructed at every allocation (SLOB)
+    } else if (c->flags & kPoison) {
+        memset(obj, kPoisonInUse, c->object_size);
+    }
+    record(c, slot, 0);
+    trace(c, "alloc", obj);
+    return obj;
+}
+
+bool is_object(const cache *c, const page *pg, const void *obj) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(obj);
+    if (p < c->debug_offset) return false;
+    return is_object_start(c, pg, slot_of(c, obj));
+}
+
+void free(cache *c, void *obj, const char *op) {
+    if (!obj) return;
+    char what[256];
+    page *pg = slab_page_of(obj);
+    const cache *owner = pg ? slab_cache(pg) : nullptr;
+    bool ok;
+    if (owner == c) {
+        ok = is_object(c, pg, obj);
+    } else {
+        // SLOB's small objects live on pages its arena owns, shared by every cache.
+        const uintptr_t in_page = reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1);
+        ok = c->debug_fresh && owner && owner->kind == c->kind &&
+             reinterpret_cast<uintptr_t>(obj) % c->align == 0 && in_page >= c->debug_offset &&
+             in_page - c->debug_offset + c->size <= kPageSize;
+    }
+    if (!ok) {
+        const char *why = diagnose_free(c, obj, what, sizeof what);
+        if (owner == c) why = "not an object start of this debug cache (an interior pointer?)";
+        return report_bad_free(op, c, obj, why);
+    }
+    char *slot = static_cast<char *>(slot_of(c, obj));
+    uint64_t st = state_of(c, slot);
+    if (st == kStateFree) {
+        report_object(c, slot, "double free", nullptr, 0, 0, 0, op);
+        return; // going on: the object stays where the first free put it
+    }
+    if (st != kStateAllocated) {
+        report_object(c, slot,
+                      "not an object of this cache, or its metadata overwritten (state word)",
+                      nullptr, 0, 0, 0, op);
+        return;
+    }
+    check_red(c, slot, kRedActive, op, nullptr);
+    record(c, slot, 1);
+    trace(c, "free", obj);
+    state_of(c, slot) = kStateFree;
+    set_red(c, slot, kRedInactive);
+    if (c->flags & kPoison) poison(c, slot);
+    quarantine_push(c, slot);
+}
+
+void drain_quarantine(const cache *c) {
+    quarantine &q = g_quarantine;
+    for (;;) {
+        quarantined out[64];
+        unsigned n = 0;
+        {
+            platform::lock_guard guard(q.lock);
+            // Keeps the order of what stays: entries of other caches are moved up.
+            uint32_t kept = 0;
+            for (uint32_t i = 0; i < q.count; ++i) {
+                quarantined e = q.ring[(q.head + i) & (kQuarantineMax - 1)];
+                if ((!c || e.c == c) && n < 64) {
+                    out[n++] = e;
+                    q.bytes -= e.c->size;
+                } else {
+                    q.ring[(q.head + kept) & (kQuarantineMax - 1)] = e;
+                    ++kept;
+                }
+            }
+            q.count = kept;
+        }
+        for (unsigned i = 0; i < n; ++i) release(out[i].c, out[i].slot);
+        if (n < 64) return;
+    }
+}
+
+uint64_t quarantine_bytes() {
+    platform::lock_guard guard(g_quarantine.lock);
+    return g_quarantine.bytes;
+}
+
+void report_leak(const cache *c, void *slot, const char *op) {
+    text t;
+    t.add("slabkit: %s(%s): object %p is still allocated\n", op, c->name,
+          static_cast<void *>(static_cast<char *>(slot) + c->debug_offset));
+    if (c->flags & kStoreUser)
+        add_track(t, "allocated", tracks_of(c, static_cast<char *>(slot))[0]);
+    platform::write_stderr(t.buf, t.len);
+}
+
+namespace {
+struct walk {
+    cache *c;
+    unsigned problems;
+    uint64_t leaks;
+    bool leaks_only;
+};
+
+void walk_slab(page *pg, void *arg) {
+    auto *w = static_cast<walk *>(arg);
+    cache *c = w->c;
+    char *first = reinterpret_cast<char *>(slab_base(pg));
+    const uint64_t before = g_errors.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < c->objects; ++i) {
+        char *slot = first + size_t{i} * c->size;
+        uint64_t st = state_of(c, slot);
+        if (w->leaks_only) {
+            if (st != kStateAllocated) continue;
+            ++w->leaks;
+            report_leak(c, slot, "leak check");
+            continue;
+        }
+        if (st == kStateAllocated) {
+            check_red(c, slot, kRedActive, "validate", nullptr);
+        } else if (st == kStateFree) {
+            check_red(c, slot, kRedInactive, "validate", nullptr);
+            check_poison(c, slot, "validate");
+        } else {
+            report_object(c, slot, "object metadata overwritten (state word)", nullptr, 0, 0, 0,
+                          "validate");
+        }
+    }
+    w->problems += static_cast<unsigned>(g_errors.load(std::memory_order_relaxed) - before);
+}
+} // namespace
+
+unsigned validate(cache *c, char *buf, size_t size) {
+    if (!c->debug || c->debug_fresh) return 0; // SLOB's shared pages have no slots to walk
+    walk w{c, 0, 0, false};
+    for_each_slab_in_arena(c, walk_slab, &w);
+    if (w.problems && buf && size)
+        snprintf(buf, size, "%s: %u corrupted debug object%s (reported above)", c->name, w.problems,
+                 w.problems == 1 ? "" : "s");
+    return w.problems;
+}
+
+uint64_t report_leaks(cache *c) {
+    if (!c->debug || c->debug_fresh) return 0;
+    walk w{c, 0, 0, true};
+    for_each_slab_in_arena(c, walk_slab, &w);
+    return w.leaks;
+}
+
+uint64_t errors() {
+    return g_errors.load(std::memory_order_relaxed);
+}
+
+namespace {
+void fork_prepare() {
+    g_spec_lock.lock();
+    g_quarantine.lock.lock();
+}
+void fork_parent() {
+    g_quarantine.lock.unlock();
+    g_spec_lock.unlock();
+}
+void fork_child() {
+    g_quarantine.lock.reset_after_fork();
+    g_spec_lock.reset_after_fork();
+}
+__attribute__((constructor)) void install_hooks() {
+    if (!platform::add_fork_hooks(
+            {platform::kForkRankQuarantine, fork_prepare, fork_parent, fork_child}))
+        platform::fatal("slabkit: cannot register the quarantine's fork hooks\n");
+}
+} // namespace
+
+} // namespace slabkit::debug

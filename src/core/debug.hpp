@@ -1,0 +1,112 @@
+// debug.hpp - debugging for every design: red zones, poisoning, owner tracking, tracing, the
+// quarantine and the checks and reports behind them (SLABKIT_DEBUG, slub_debug's grammar).
+//
+// A cache is a debug cache when its flags hold any of kDebugFlags: F (kConsistencyChecks),
+// Z (kRedZone), P (kPoison), U (kStoreUser), T (kTrace). They come from the creator (the API
+// flags) and from SLABKIT_DEBUG or slabkit_set_debug() (spec_flags, matched by cache name when
+// the cache is made). A debug cache keeps no per-slot structures: the designs' fast paths find
+// none and take their slow paths, whose first step hands the object to this layer; it calls the
+// design back through cache::debug_alloc / debug_free (the design's slot-less paths). So a cache
+// without debugging pays nothing: no flag is tested on any fast path.
+//
+// A debug cache's slot (cache::size bytes):
+//
+//   | design word | left red zone | object (object_size) | right red zone | state | tracks | pad |
+//   0             8               debug_offset           |                debug_meta
+//
+//   design word   the design's free pointer or SLOB's free-block header: the only bytes of a free
+//                 slot the design writes; never checked.
+//   red zones     (Z) 0xbb while the object is free, 0xcc while it is allocated (the kernel's
+//                 SLUB_RED_INACTIVE and SLUB_RED_ACTIVE): at least 8 bytes on the left (up to
+//                 the object's alignment) and from the object's end to the next word plus 8.
+//   state         kStateAllocated or kStateFree, a word: a second free finds kStateFree.
+//   tracks        (U) who allocated and who freed the object: return addresses, thread, time.
+//
+// Poison (P): a free object holds 0x6b with 0xa5 in its last byte (the kernel's POISON_FREE and
+// POISON_END); a new one, unless zeroed or constructed, 0x5a (POISON_INUSE), so that reads of
+// uninitialised memory stand out. A cache with a constructor is not poisoned (its objects keep
+// their constructed state while free), as in the kernel.
+//
+// Freed objects wait in a quarantine (first in, first out, SLABKIT_QUARANTINE_MB, 16 by
+// default, 0 for none) before the design gets them back: a write soon after free is found when
+// the object leaves it, and a late second free while it waits finds kStateFree.
+#pragma once
+
+#include "base/compiler.hpp"
+#include "core/cache.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slabkit::debug {
+
+inline constexpr uint8_t kRedInactive = 0xbb;
+inline constexpr uint8_t kRedActive = 0xcc;
+inline constexpr uint8_t kPoisonFree = 0x6b;
+inline constexpr uint8_t kPoisonEnd = 0xa5;
+inline constexpr uint8_t kPoisonInUse = 0x5a;
+inline constexpr uint64_t kStateAllocated = 0xa110ca7edull << 8;
+inline constexpr uint64_t kStateFree = 0xf4eed0b1ecull << 8;
+inline constexpr unsigned kTrackDepth = 6;
+
+// Who allocated or freed an object (U).
+struct track {
+    uintptr_t addrs[kTrackDepth]; // return addresses, innermost first; 0 past the last
+    uint32_t tid;
+    uint32_t cpu;
+    uint64_t when_ms;
+};
+
+// The debug flags (kDebugFlags bits) SLABKIT_DEBUG or slabkit_set_debug() give the cache of
+// this name; 0 when none. Reads SLABKIT_DEBUG at the first call: a value that is not in the
+// grammar ends the process with a message naming what was wrong.
+unsigned spec_flags(const char *cache_name);
+// Sets the specification for caches made from now on (and kmalloc classes opened from now on):
+// false, with *why set (naming the bad letter or group), when it is not in the grammar.
+bool set_spec(const char *spec, const char **why);
+// The names the specification gave that no cache made so far has had, comma-separated into buf
+// (empty when none); for the warning at exit.
+void unmatched_names(char *buf, size_t size);
+
+// Lays out a debug cache's slot (called by compute_object_layout): offset, inuse, size,
+// debug_offset, debug_meta; align is the object alignment already settled.
+void compute_layout(cache *c, size_t align);
+
+// Every slot of a debug cache's new slab: state free, red zones inactive, object poisoned (or
+// constructed). Called by init_slab and mark_slab.
+void init_slab_objects(cache *c, char *first_slot, uint32_t nr);
+// A slot's object, and an object's slot.
+SLABKIT_ALWAYS_INLINE void *object_of(const cache *c, void *slot) {
+    return static_cast<char *>(slot) + c->debug_offset;
+}
+SLABKIT_ALWAYS_INLINE void *slot_of(const cache *c, const void *obj) {
+    return const_cast<char *>(static_cast<const char *>(obj)) - c->debug_offset;
+}
+
+// The designs' slow paths hand a debug cache's allocations and frees here. alloc: one object
+// (zeroed when `zero`), or nullptr when memory is short. free: obj as the caller passed it
+// (checked here: a bad pointer is reported naming `op` and c), then poisoned and quarantined.
+void *alloc(cache *c, int node, bool zero);
+void free(cache *c, void *obj, const char *op);
+// True when obj is an object start of debug cache c on its slab page pg (its slot start plus
+// debug_offset): the free checks of slab designs accept it.
+bool is_object(const cache *c, const page *pg, const void *obj);
+
+// Gives back to their designs the quarantined objects of cache c (nullptr: every cache), each
+// checked for writes after free. Before a cache is destroyed or shrunk, and by trims.
+void drain_quarantine(const cache *c);
+uint64_t quarantine_bytes();
+
+// Checks every slot of debug cache c (quiescent): state, red zones, poison of free objects.
+// Returns the number of problems, each reported as a bad object is; the first few described in
+// buf too.
+unsigned validate(cache *c, char *buf, size_t size);
+// Reports every allocated object of debug cache c with its allocation site (U); returns how many.
+uint64_t report_leaks(cache *c);
+// One leaked object of debug cache c (its slot), found by `op`, with its allocation site.
+void report_leak(const cache *c, void *slot, const char *op);
+
+// Errors the debug layer found (also counted in slab_errors()).
+uint64_t errors();
+
+} // namespace slabkit::debug
