@@ -133,8 +133,8 @@ struct cache {
     // Debugging (core/debug.hpp); all zero for a cache without it. A debug cache has no
     // per-slot structures: every allocation and free takes its design's slow path, which hands
     // it to the debug layer, which calls back the design's slot-less paths below.
-    bool debug = false;       // flags & kDebugFlags
-    bool debug_fresh = false; // the design reuses a free slot's bytes (SLOB): no checks at alloc
+    bool debug = false;        // flags & kDebugFlags
+    bool debug_fresh = false;  // the design reuses a free slot's bytes (SLOB): no checks at alloc
     uint32_t debug_offset = 0; // the object's offset in its slot
     uint32_t debug_meta = 0;   // the state word's offset in its slot (the tracks follow it)
     void *(*debug_alloc)(cache *c, int node) = nullptr; // one slot, no per-slot structure

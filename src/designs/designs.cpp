@@ -41,8 +41,7 @@ unsigned validate(cache *c, char *buf, size_t size) {
     if (buf && size) buf[0] = '\0';
     unsigned problems = visit(c, [&](auto ops, auto *s) { return ops.validate(s, buf, size); });
     size_t used = buf ? strlen(buf) : 0;
-    if (c->debug)
-        problems += debug::validate(c, buf ? buf + used : nullptr, buf ? size - used : 0);
+    if (c->debug) problems += debug::validate(c, buf ? buf + used : nullptr, buf ? size - used : 0);
     return problems;
 }
 

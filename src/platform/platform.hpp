@@ -184,12 +184,12 @@ enum fork_rank : unsigned {
     // waits for the prepare hooks' locks while keeping it) is waited out first, so that the
     // child never inherits a CPU's structures half-changed by a thread it does not have.
     kForkRankCpuSlots = 2,
-    kForkRankClassOpen = 5, // kmalloc: opening a size class (allocates the cache's structures)
-    kForkRankSlabBoot = 8,  // a design's bootstrap (allocates its meta caches' slabs)
-    kForkRankSlots = 10,    // the slot registry; idle-slot drains take the locks below under it
-    kForkRankCaches = 15,   // a design's cache registry and per-cache list locks
-    kForkRankPages = 20,    // the page allocators
-    kForkRankLarge = 30,    // kmalloc's large-block table (a leaf)
+    kForkRankClassOpen = 5,   // kmalloc: opening a size class (allocates the cache's structures)
+    kForkRankSlabBoot = 8,    // a design's bootstrap (allocates its meta caches' slabs)
+    kForkRankSlots = 10,      // the slot registry; idle-slot drains take the locks below under it
+    kForkRankCaches = 15,     // a design's cache registry and per-cache list locks
+    kForkRankPages = 20,      // the page allocators
+    kForkRankLarge = 30,      // kmalloc's large-block table (a leaf)
     kForkRankQuarantine = 35, // the debug layer's specification and quarantine (leaves)
 };
 inline constexpr unsigned kMaxForkHooks = 16;

@@ -171,7 +171,7 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     // A debug cache has no per-slot structure: everything comes here, and goes to the debug
     // layer, which takes slots through debug_slot_alloc.
     if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
-    slots::hold held;   // for the caller's slot (kNoSlot), until the end
+    slots::hold held; // for the caller's slot (kNoSlot), until the end
     if (slot == kNoSlot) slot = held.slot();
     slqb_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     void *obj = nullptr;

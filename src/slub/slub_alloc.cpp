@@ -276,7 +276,7 @@ void *alloc_slow(slub_cache *s, unsigned slot, int node, bool zero) {
     // A debug cache has no per-slot structures, as in the kernel: one object at a time under
     // the list lock (debug_slot_alloc), checked by the debug layer.
     if (SLABKIT_UNLIKELY(s->debug)) return debug::alloc(s, node, zero);
-    slots::hold held;   // for the caller's slot (kNoSlot), until the end
+    slots::hold held; // for the caller's slot (kNoSlot), until the end
     if (slot == kNoSlot) slot = held.slot();
     slub_cpu *c = slot == kNoSlot ? nullptr : get_cpu(s, slot);
     void *obj = c ? slot_alloc(s, c, node) : alloc_single(s, node);
