@@ -31,22 +31,24 @@ constexpr unsigned kMaxNames = 32;
 constexpr size_t kTextMax = 1024;
 
 struct group {
-    unsigned flags;
-    unsigned first_name, nr_names;
+    unsigned flags = 0;
+    unsigned first_name = 0, nr_names = 0;
 };
 struct spec {
     bool any = false; // some group gives flags
     unsigned nr_groups = 0;
-    group groups[kMaxGroups];
+    group groups[kMaxGroups] = {};
     unsigned nr_names = 0;
-    const char *names[kMaxNames];
-    bool matched[kMaxNames];
-    char text[kTextMax];
+    const char *names[kMaxNames] = {};
+    bool matched[kMaxNames] = {};
+    char text[kTextMax] = {};
 };
 
-spec g_spec;
-platform::mutex g_spec_lock;
-std::atomic<bool> g_spec_read{false};
+// Constant-initialised, every one: the malloc replacement may use them before the library's
+// own static initialisers run, which would otherwise reset them.
+constinit spec g_spec;
+constinit platform::mutex g_spec_lock;
+constinit std::atomic<bool> g_spec_read{false};
 
 bool parse_letters(const char *s, size_t n, unsigned *out, char *bad) {
     unsigned f = 0;
@@ -179,7 +181,7 @@ void read_spec_once() {
 
 // ---- settings ---------------------------------------------------------------------------------
 
-std::atomic<uint64_t> g_quarantine_budget{~0ull}; // ~0: not read yet
+constinit std::atomic<uint64_t> g_quarantine_budget{~0ull}; // ~0: not read yet
 uint64_t quarantine_budget() {
     uint64_t b = g_quarantine_budget.load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(b != ~0ull)) return b;
@@ -188,7 +190,7 @@ uint64_t quarantine_budget() {
     return b;
 }
 
-std::atomic<uint64_t> g_errors{0};
+constinit std::atomic<uint64_t> g_errors{0};
 
 // ---- reports ------------------------------------------------------------------------------------
 
@@ -399,16 +401,16 @@ void check_free_slot(const cache *c, char *slot) {
 constexpr unsigned kQuarantineMax = 1u << 16; // entries; a power of two
 
 struct quarantined {
-    cache *c;
-    char *slot;
+    cache *c = nullptr;
+    char *slot = nullptr;
 };
 struct quarantine {
     platform::mutex lock;
-    quarantined ring[kQuarantineMax];
+    quarantined ring[kQuarantineMax] = {};
     uint32_t head = 0, count = 0; // oldest at head
     uint64_t bytes = 0;
 };
-quarantine g_quarantine;
+constinit quarantine g_quarantine;
 
 // Gives one slot leaving the quarantine back to its design, checked for writes after free.
 void release(cache *c, char *slot) {
@@ -473,9 +475,14 @@ unsigned spec_flags(const char *name) {
     return chosen < 0 ? 0 : sp.groups[chosen].flags;
 }
 
+bool spec_any() {
+    read_spec_once();
+    return g_spec.any;
+}
+
 bool set_spec(const char *text, const char **why) {
     read_spec_once();
-    static spec parsed; // under g_spec_lock
+    static constinit spec parsed; // under g_spec_lock
     platform::lock_guard guard(g_spec_lock);
     if (!text) text = "-";
     if (!parse_spec(text, &parsed, why)) return false;

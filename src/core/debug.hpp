@@ -61,6 +61,9 @@ struct track {
 // this name; 0 when none. Reads SLABKIT_DEBUG at the first call: a value that is not in the
 // grammar ends the process with a message naming what was wrong.
 unsigned spec_flags(const char *cache_name);
+// True when the specification (as read at start, or set since) asks for any debugging: kmalloc
+// then guards its blocks above the caches' sizes (large.hpp).
+bool spec_any();
 // Sets the specification for caches made from now on (and kmalloc classes opened from now on):
 // false, with *why set (naming the bad letter or group), when it is not in the grammar.
 bool set_spec(const char *spec, const char **why);

@@ -165,6 +165,23 @@ bool has_own_kmalloc(design d) {
 }
 } // namespace
 
+namespace {
+// Debugging asked for at start (SLABKIT_DEBUG): every block above the caches' sizes is an OS
+// block with a guard page after it, made inaccessible when freed (large.hpp). Decided at the
+// first such block.
+std::atomic<int> g_guard_blocks{-1};
+SLABKIT_NOINLINE bool decide_guard_blocks() {
+    const bool on = debug::spec_any();
+    large::set_guarded(on);
+    g_guard_blocks.store(on ? 1 : 0, std::memory_order_relaxed);
+    return on;
+}
+bool guard_blocks() {
+    int v = g_guard_blocks.load(std::memory_order_relaxed);
+    return v < 0 ? decide_guard_blocks() : v != 0;
+}
+} // namespace
+
 void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int node) {
     if (size == 0) return kZeroSizePtr;
     if (has_own_kmalloc(d)) {
@@ -178,7 +195,7 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
         return designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
     }
-    if (size <= (kPageSize << kMaxOrder)) {
+    if (!guard_blocks() && size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
     }
     return large::alloc(size, 0, zero);
@@ -198,7 +215,7 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
         if (class_align(kClassSizes[i]) < align) ++i;
         return alloc(d, kClassSizes[i], zero, kAnyNode);
     }
-    if (size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
+    if (!guard_blocks() && size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
         // Blocks of order k are aligned to 2^k pages.
         unsigned order = order_for(size);
         while ((kPageSize << order) < align) ++order;
@@ -238,8 +255,10 @@ void detail::free_slow(void *p, const char *caller) {
         } else if ((st & PG_head) && page_to_virt(pg) == p) {
             return page_allocator::global().free(p);
         }
-    } else if (!in_arena(p) && large::free(p)) {
-        return;
+    } else if (!in_arena(p)) {
+        if (large::free(p)) return;
+        if (const char *why = large::why_not_a_block(p))
+            return report_bad_free(caller, nullptr, p, why);
     }
     char what[256];
     report_bad_free(caller, nullptr, p, diagnose_free(nullptr, p, what, sizeof what));

@@ -216,11 +216,87 @@ void *reuse_kept(size_t whole, size_t align) {
 }
 } // namespace
 
+// ---- guarded blocks (debugging) -----------------------------------------------------------------
+//
+// With guards on, each block is followed by a page with no access (an overflow past the block's
+// pages faults at the bad access), nothing is kept for reuse, and a freed block loses its memory
+// and all access (a use after free faults) and stays reserved among the last kGuardedFreed freed
+// ones, so that a second free of it is named as one.
+
+namespace {
+std::atomic<bool> g_guarded{false};
+constexpr unsigned kGuardedFreed = 64;
+kept_block g_freed[kGuardedFreed]; // under g_lock; a ring, oldest at g_freed_head
+unsigned g_freed_head = 0, g_nr_freed = 0;
+
+void *alloc_guarded(size_t whole, size_t align) {
+    platform::os_status st;
+    void *p = platform::reserve(whole + kPageSize, align, &st);
+    if (!p) return nullptr;
+    if (!platform::commit(p, whole).ok()) {
+        platform::release(p, whole + kPageSize);
+        return nullptr;
+    }
+    return p;
+}
+
+// After the table gave up the block: no access from now on; the oldest freed one unmapped.
+void free_guarded(void *p, size_t size) {
+    platform::protect_none(p, size);
+    kept_block old{nullptr, 0, 0};
+    {
+        platform::lock_guard guard(g_lock);
+        if (g_nr_freed == kGuardedFreed) {
+            old = g_freed[g_freed_head];
+            g_freed_head = (g_freed_head + 1) % kGuardedFreed;
+            --g_nr_freed;
+        }
+        g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = kept_block{p, size, 0};
+        ++g_nr_freed;
+    }
+    if (old.addr) platform::release(old.addr, old.size + kPageSize);
+}
+} // namespace
+
+void set_guarded(bool on) {
+    g_guarded.store(on, std::memory_order_relaxed);
+}
+bool guarded() {
+    return g_guarded.load(std::memory_order_relaxed);
+}
+
+const char *why_not_a_block(const void *p) {
+    platform::lock_guard guard(g_lock);
+    for (unsigned i = 0; i < g_nr_freed; ++i)
+        if (g_freed[(g_freed_head + i) % kGuardedFreed].addr == p)
+            return "a large block freed already (double free)";
+    for (unsigned i = 0; i < g_nr_kept; ++i)
+        if (g_kept[i].addr == p)
+            return "a large block freed already and kept for reuse (double free)";
+    return nullptr;
+}
+
 void *alloc(size_t size, size_t align, bool zero) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
     if (align == 0) align = (size & (size - 1)) == 0 ? whole : kPageSize;
     if (align < kPageSize) align = kPageSize;
+    if (guarded()) {
+        void *g = alloc_guarded(whole, align);
+        if (!g) return nullptr;
+        bool ok;
+        {
+            platform::lock_guard guard(g_lock);
+            ok = insert(g, whole);
+        }
+        if (!ok) {
+            platform::release(g, whole + kPageSize);
+            return nullptr;
+        }
+        g_mapped.fetch_add(whole, std::memory_order_relaxed);
+        g_blocks.fetch_add(1, std::memory_order_relaxed);
+        return g;
+    }
     void *p = budget() ? reuse_kept(whole, align) : nullptr;
     if (p) {
         // A kept block holds its last user's bytes (a grown one reads as zeros past them, but
@@ -252,6 +328,7 @@ void *alloc(size_t size, size_t align, bool zero) {
 void *resize(void *p, size_t size) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
+    if (guarded()) return nullptr; // a remapped block would lose its guard: the caller copies
     // The entry stays claimed (tombstoned) while the mapping moves, so that no racing free of the
     // same pointer can release it twice; a racing free then reports a bad free, as it should.
     size_t old;
@@ -279,6 +356,7 @@ bool free(void *p) {
     const uint64_t limit = budget();
     size_t size;
     bool kept = false;
+    const bool guard_it = guarded();
     unmap_list out;
     {
         platform::lock_guard guard(g_lock);
@@ -296,7 +374,7 @@ bool free(void *p) {
         const bool shrinking = shrink != g_shrink_seen;
         g_shrink_seen = shrink;
         select_old(decay_cutoff(now), shrinking, out);
-        if (size <= limit && !shrinking) {
+        if (!guard_it && size <= limit && !shrinking) {
             // Keep the newest: the oldest kept blocks make room.
             while (g_nr_kept == kRetainMax ||
                    g_kept_bytes.load(std::memory_order_relaxed) + size > limit)
@@ -307,7 +385,11 @@ bool free(void *p) {
         }
     }
     out.run();
-    if (!kept) platform::release(p, size);
+    if (guard_it) {
+        free_guarded(p, size); // no access from now on: a use after free faults
+    } else if (!kept) {
+        platform::release(p, size);
+    }
     return true;
 }
 

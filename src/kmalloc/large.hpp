@@ -38,6 +38,14 @@ void *alloc(size_t size, size_t align = 0, bool zero = false);
 void *resize(void *p, size_t size);
 // Frees a block; false (nothing done) if p is not the start of a large block.
 bool free(void *p);
+// Debugging: each new block gets a page with no access after it, nothing is kept for reuse, and
+// a freed block loses all access (and stays reserved among the last 64 freed, so that a second
+// free of it is recognised). Set while no large block is in use (at start).
+void set_guarded(bool on);
+bool guarded();
+// For a bad free's report: why p, not a large block now, was one (a double free of a block
+// kept for reuse or, guarded, of a recently freed one); nullptr when it cannot tell.
+const char *why_not_a_block(const void *p);
 // The block's usable size, or 0 if p is not the start of a large block.
 size_t size_of(const void *p);
 // Bytes mapped for large blocks in use now, and how many blocks (kept ones not included).

@@ -1,0 +1,109 @@
+/* heap_bugs.c - one heap bug per run, chosen by argv[1], for the preload debug tests
+ * (tests/preload/CMakeLists.txt): run under LD_PRELOAD=libslabkit-malloc.so with SLABKIT_DEBUG
+ * set, each must end in slabkit's report of its kind and an abort (or, for the reads, print what
+ * the program saw). A plain C program that knows nothing of slabkit. */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Keeps the compiler from seeing through the bugs (a store before free is otherwise dead). */
+static void *volatile sink;
+static void *launder(void *p) {
+    sink = p;
+    return sink;
+}
+static void poke(char *p, long at, int value, size_t n) {
+    volatile char *v = p;
+    for (size_t i = 0; i < n; ++i) v[at + (long)i] = (char)value;
+}
+
+static void churn(int n) {
+    for (int i = 0; i < n; ++i) {
+        char *p = launder(malloc(48));
+        poke(p, 0, 1, 48);
+        free(p);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: heap_bugs KIND\n");
+        return 2;
+    }
+    const char *k = argv[1];
+    char *p = launder(malloc(40));
+    memset(p, 'x', 40);
+    if (!strcmp(k, "none")) {
+        free(p);
+    } else if (!strcmp(k, "double_free")) {
+        free(p);
+        free(p);
+    } else if (!strcmp(k, "double_free_delayed")) {
+        free(p);
+        churn(2000);
+        free(p);
+    } else if (!strcmp(k, "double_free_page")) {
+        char *b = launder(malloc(64 * 1024));
+        free(b);
+        free(b);
+    } else if (!strcmp(k, "double_free_large")) {
+        char *b = launder(malloc(16 << 20));
+        free(b);
+        free(b);
+    } else if (!strcmp(k, "free_stack")) {
+        char local[64];
+        free(launder(local));
+    } else if (!strcmp(k, "free_interior")) {
+        free(launder(p + 8));
+    } else if (!strcmp(k, "free_far")) {
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        free(launder((char *)m + 64));
+    } else if (!strcmp(k, "free_unaligned")) {
+        free(launder(p + 1));
+    } else if (!strcmp(k, "overflow1")) {
+        poke(p, (long)malloc_usable_size(p), 0, 1);
+        free(p);
+    } else if (!strcmp(k, "overflow8")) {
+        poke(p, (long)malloc_usable_size(p), 0, 8);
+        free(p);
+    } else if (!strcmp(k, "underflow1")) {
+        poke(p, -1, 0, 1);
+        free(p);
+    } else if (!strcmp(k, "underflow8")) {
+        poke(p, -8, 0, 8);
+        free(p);
+    } else if (!strcmp(k, "write_after_free")) {
+        free(p);
+        poke(p, 3, 0, 1);
+        malloc_trim(0); /* the quarantine gives its objects back, checked */
+    } else if (!strcmp(k, "write_after_free_reused")) {
+        free(p);
+        poke(p, 3, 0, 1);
+        churn(100000); /* the quarantine turns over: the object is checked as it leaves */
+    } else if (!strcmp(k, "read_after_free")) {
+        free(p);
+        printf("read after free: %02x%02x%02x%02x\n", (unsigned char)p[0], (unsigned char)p[1],
+               (unsigned char)p[2], (unsigned char)p[3]);
+        return 0;
+    } else if (!strcmp(k, "read_uninitialised")) {
+        unsigned char *q = launder(malloc(24));
+        printf("uninitialised: %02x%02x%02x%02x\n", q[0], q[1], q[2], q[3]);
+        free(q);
+    } else if (!strcmp(k, "overflow_large")) {
+        char *b = launder(malloc(64 * 1024));
+        poke(b, 64 * 1024 + 100, 1, 1); /* past the block, into the guard page */
+        free(b);
+    } else if (!strcmp(k, "use_after_free_large")) {
+        char *b = launder(malloc(64 * 1024));
+        free(b);
+        poke(b, 10, 1, 1); /* the freed block is made inaccessible */
+    } else {
+        fprintf(stderr, "heap_bugs: unknown kind '%s'\n", k);
+        return 2;
+    }
+    puts("survived");
+    return 0;
+}
