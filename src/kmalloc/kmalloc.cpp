@@ -87,6 +87,7 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         char name[kNameMax];
         internal_cache_name(d, base, name, sizeof name);
         const char *why = nullptr;
+        (void)debugging(); // decided before the first block is handed out
         cache_args args{name, size, class_align(size), debug::spec_flags(name), nullptr};
         // The malloc table serves whole programs, many threads at once: what a slot may park is
         // bounded in bytes (the kernel table keeps each design's own sizing).
@@ -166,23 +167,28 @@ bool has_own_kmalloc(design d) {
 } // namespace
 
 namespace {
-// Debugging asked for at start (SLABKIT_DEBUG): every block above the caches' sizes is an OS
-// block with a guard page after it, made inaccessible when freed (large.hpp). Decided at the
-// first such block.
-std::atomic<int> g_guard_blocks{-1};
-SLABKIT_NOINLINE bool decide_guard_blocks() {
+SLABKIT_NOINLINE bool decide_debugging() {
     const bool on = debug::spec_any();
     large::set_guarded(on);
-    g_guard_blocks.store(on ? 1 : 0, std::memory_order_relaxed);
+    detail::g_debugging.store(on ? 1 : 0, std::memory_order_relaxed);
     return on;
 }
+// Every block above the caches' sizes is an OS block with a guard page after it while
+// debugging (large.hpp).
 bool guard_blocks() {
-    int v = g_guard_blocks.load(std::memory_order_relaxed);
-    return v < 0 ? decide_guard_blocks() : v != 0;
+    return debugging();
 }
 } // namespace
 
+std::atomic<int> detail::g_debugging{-1};
+
+bool debugging() {
+    int v = detail::g_debugging.load(std::memory_order_relaxed);
+    return v < 0 ? decide_debugging() : v != 0;
+}
+
 void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int node) {
+    (void)debugging(); // decided before the first block is handed out
     if (size == 0) return kZeroSizePtr;
     if (has_own_kmalloc(d)) {
         // SLOB: blocks with a size header below a page; a page or more from the page allocator.

@@ -196,6 +196,17 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the
 // zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
+
+// True when SLABKIT_DEBUG (read at the first call) asks for debugging: blocks above the caches'
+// sizes are then guarded OS blocks, and sized frees are checked (override/malloc.hpp).
+namespace detail {
+extern SLABKIT_HIDDEN std::atomic<int> g_debugging; // -1 until decided
+}
+bool debugging();
+// debugging() once decided (false before): one load, for the sized frees' fast path.
+SLABKIT_ALWAYS_INLINE bool debugging_decided() {
+    return detail::g_debugging.load(std::memory_order_relaxed) > 0;
+}
 // Resizes in place when the block can hold `size` (shrinking included, as the kernel's krealloc);
 // otherwise allocates (kernel table), copies and frees. nullptr (p untouched) on failure.
 void *realloc(design d, void *p, size_t size, bool zero);

@@ -7,6 +7,7 @@
 #include "page/page_allocator.hpp"
 #include "slabkit/slabkit.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace slabkit::libc {
@@ -34,6 +35,40 @@ SLABKIT_ALWAYS_INLINE void *malloc_aligned_small(size_t align, size_t size) {
 }
 
 } // namespace
+
+void detail::checked_sized_free(void *p, size_t size, size_t align, const char *caller) {
+    if (p == nullptr) return;
+    const size_t have = kmalloc::usable_size(p);
+    if (have == 0) return kmalloc::free(p, caller); // not a block: reported there
+    if (size == 0) size = 1;                        // malloc(0) and new of 0 bytes take 1
+    // The block must be the one an allocation of `size` bytes (aligned) gets: of a class that
+    // size maps to (the malloc table's, or the kernel table's for aligned and memalign'd
+    // blocks), or, above the caches, at least that size and less than twice it plus a page.
+    bool fits = size <= have;
+    if (fits && size <= kmalloc::kMaxCacheSize) {
+        // (SLOB's own blocks hold what was asked, rounded to its 8-byte units.)
+        fits = have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
+               have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size)) ||
+               have == ((size + 7) & ~size_t{7});
+    } else if (fits) {
+        fits = have < 2 * size + kPageSize;
+    }
+    const bool aligned = align == 0 || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0;
+    if (fits && aligned) return kmalloc::free(p, caller);
+    char what[200];
+    if (align) {
+        snprintf(what, sizeof what,
+                 "%s of %zu bytes aligned to %zu, but the block holds %zu bytes%s: not how it "
+                 "was allocated",
+                 caller, size, align, have, aligned ? "" : " at an address not so aligned");
+    } else {
+        snprintf(what, sizeof what,
+                 "%s of %zu bytes, but the block holds %zu bytes: not the size it was allocated "
+                 "with",
+                 caller, size, have);
+    }
+    report_bad_free(caller, nullptr, p, what);
+}
 
 void *detail::malloc_slow(size_t size) {
     if (size == 0) {
@@ -180,11 +215,11 @@ void *slabkit_reallocarray(void *p, size_t n, size_t size) {
 void slabkit_free(void *p) {
     libc::free(p);
 }
-void slabkit_free_sized(void *p, size_t) {
-    libc::free(p);
+void slabkit_free_sized(void *p, size_t size) {
+    libc::free_sized(p, size, 0, "free_sized");
 }
-void slabkit_free_aligned_sized(void *p, size_t, size_t) {
-    libc::free(p);
+void slabkit_free_aligned_sized(void *p, size_t align, size_t size) {
+    libc::free_sized(p, size, align, "free_aligned_sized");
 }
 void *slabkit_memalign(size_t align, size_t size) {
     return libc::memalign(align, size);

@@ -54,6 +54,19 @@ SLABKIT_ALWAYS_INLINE void free(void *p) {
     kmalloc::free(p, "free");
 }
 
+namespace detail {
+// A sized free (sized operator delete, free_sized, free_aligned_sized) checked against the block:
+// a size or alignment that does not match is reported, and the block left alone.
+SLABKIT_NOINLINE void checked_sized_free(void *p, size_t size, size_t align, const char *caller);
+} // namespace detail
+
+// Sizes and alignments are not needed to find a block; while debugging they are checked.
+SLABKIT_ALWAYS_INLINE void free_sized(void *p, size_t size, size_t align, const char *caller) {
+    if (SLABKIT_UNLIKELY(kmalloc::debugging_decided()))
+        return detail::checked_sized_free(p, size, align, caller);
+    kmalloc::free(p, caller);
+}
+
 // memalign: alignments up to 16 are malloc's; others are rounded up to a power of two; one
 // above SIZE_MAX / 2 + 1 cannot be and gives EINVAL (glibc).
 void *memalign(size_t align, size_t size);

@@ -98,6 +98,7 @@ SLABKIT_ALWAYS_INLINE void *new_aligned_nothrow_impl(size_t size, std::align_val
 } // namespace
 
 // The sizes and alignments that delete passes are not needed: a block is found by its address.
+// While debugging, the sized deletes check them against the block.
 SLABKIT_EXPORT void *operator new(size_t size) {
     return new_impl(size);
 }
@@ -137,11 +138,11 @@ SLABKIT_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
 SLABKIT_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
     libc::free(p);
 }
-SLABKIT_EXPORT void operator delete(void *p, size_t) noexcept {
-    libc::free(p);
+SLABKIT_EXPORT void operator delete(void *p, size_t size) noexcept {
+    libc::free_sized(p, size, 0, "operator delete");
 }
-SLABKIT_EXPORT void operator delete[](void *p, size_t) noexcept {
-    libc::free(p);
+SLABKIT_EXPORT void operator delete[](void *p, size_t size) noexcept {
+    libc::free_sized(p, size, 0, "operator delete[]");
 }
 SLABKIT_EXPORT void operator delete(void *p, std::align_val_t) noexcept {
     libc::free(p);
@@ -155,9 +156,9 @@ SLABKIT_EXPORT void operator delete(void *p, std::align_val_t, const std::nothro
 SLABKIT_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
     libc::free(p);
 }
-SLABKIT_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept {
-    libc::free(p);
+SLABKIT_EXPORT void operator delete(void *p, size_t size, std::align_val_t align) noexcept {
+    libc::free_sized(p, size, static_cast<size_t>(align), "operator delete");
 }
-SLABKIT_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept {
-    libc::free(p);
+SLABKIT_EXPORT void operator delete[](void *p, size_t size, std::align_val_t align) noexcept {
+    libc::free_sized(p, size, static_cast<size_t>(align), "operator delete[]");
 }

@@ -50,12 +50,13 @@ SLABKIT_EXPORT void *pvalloc(size_t size) {
 SLABKIT_EXPORT size_t malloc_usable_size(void *p) {
     return libc::usable_size(p);
 }
-// C23: the size (and alignment) the caller states are not needed to find the block.
-SLABKIT_EXPORT void free_sized(void *p, size_t) {
-    libc::free(p);
+// C23: the size (and alignment) the caller states are not needed to find the block; while
+// debugging they are checked against it.
+SLABKIT_EXPORT void free_sized(void *p, size_t size) {
+    libc::free_sized(p, size, 0, "free_sized");
 }
-SLABKIT_EXPORT void free_aligned_sized(void *p, size_t, size_t) {
-    libc::free(p);
+SLABKIT_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+    libc::free_sized(p, size, align, "free_aligned_sized");
 }
 
 // ---- glibc's extensions ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
  * (tests/preload/CMakeLists.txt): run under LD_PRELOAD=libslabkit-malloc.so with SLABKIT_DEBUG
  * set, each must end in slabkit's report of its kind and an abort (or, for the reads, print what
  * the program saw). A plain C program that knows nothing of slabkit. */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +101,22 @@ int main(int argc, char **argv) {
         char *b = launder(malloc(64 * 1024));
         free(b);
         poke(b, 10, 1, 1); /* the freed block is made inaccessible */
+    } else if (!strcmp(k, "free_sized_wrong") || !strcmp(k, "free_sized_right")) {
+        /* C23's free_sized (glibc 2.36 has none: the preload's, looked up at run time). */
+        void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+        if (!fs) return 3;
+        fs(p, !strcmp(k, "free_sized_wrong") ? 400 : 40);
+    } else if (!strcmp(k, "sized_delete_wrong")) {
+        /* operator delete(void *, size_t) with a size the block was not allocated with. */
+        void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+        if (!del) return 3;
+        del(p, 8);
+    } else if (!strcmp(k, "aligned_free_wrong")) {
+        void (*fas)(void *, size_t, size_t) =
+            (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
+        if (!fas) return 3;
+        void *a = aligned_alloc(64, 64);
+        fas(launder((char *)a + 16), 64, 64); /* not the block's start, nor 64-aligned */
     } else {
         fprintf(stderr, "heap_bugs: unknown kind '%s'\n", k);
         return 2;
