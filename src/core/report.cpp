@@ -112,6 +112,11 @@ const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned 
     return buf;
 }
 
+void report_double_free(const cache *c, const void *obj) {
+    report_bad_free("kmem_cache_free", c, obj,
+                    "double free: the object is already the first free object of its list");
+}
+
 void report_bad_free(const char *op, const cache *c, const void *addr, const char *what) {
     g_errors.fetch_add(1, std::memory_order_relaxed);
     report("%s(%s%s%p): %s", op, c ? c->name : "", c ? ", " : "", addr, what);

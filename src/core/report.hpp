@@ -15,6 +15,10 @@ struct cache;
 // <what>". Aborts unless continue-on-error is set; returns when it is.
 SLABKIT_COLD void report_bad_free(const char *op, const cache *c, const void *addr,
                                   const char *what);
+// The hardening check of every free (the kernel's with SLAB_FREELIST_HARDENED): obj is already
+// the first free object of the list it is freed onto, so this is its second free. Reported
+// like a bad free; the caller then leaves the object alone.
+SLABKIT_COLD SLABKIT_NOINLINE void report_double_free(const cache *c, const void *obj);
 // Describes why addr is not an object that cache c (nullptr: any cache) could free, into buf.
 SLABKIT_COLD const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned size);
 // A printf-style line on stderr prefixed with "slabkit: ".

@@ -51,6 +51,7 @@
 #include "core/cache.hpp"
 #include "core/counter.hpp"
 #include "core/design.hpp"
+#include "core/report.hpp"
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
@@ -332,6 +333,9 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slab_kmem_cache *s, page *pg, void *obj)
         if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->node)) {
             uint32_t avail = c->ac.count();
             if (SLABKIT_LIKELY(avail < c->ac.limit)) {
+                // Hardening: the array's last entry freed again would be handed out twice.
+                if (SLABKIT_UNLIKELY(avail && c->entry()[avail - 1] == obj))
+                    return report_double_free(s, obj);
                 c->entry()[avail] = obj;
                 c->ac.set_count(avail + 1);
                 c->stats[FREEHIT].add();

@@ -38,6 +38,7 @@
 #include "core/cache.hpp"
 #include "core/counter.hpp"
 #include "core/design.hpp"
+#include "core/report.hpp"
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
@@ -264,8 +265,10 @@ SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
 // hiwater.
 SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) {
     slqb_list &l = c->list;
-    set_freepointer(s, obj,
-                    reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed)));
+    void *head = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
+    // Hardening: freeing the queue's first object again would make the list a cycle.
+    if (SLABKIT_UNLIKELY(obj == head)) return report_double_free(s, obj);
+    set_freepointer(s, obj, head);
     l.freelist.word.store(reinterpret_cast<uint64_t>(obj), std::memory_order_relaxed);
     uint32_t n = l.freelist.nr.load(std::memory_order_relaxed) + 1;
     l.freelist.nr.store(n, std::memory_order_relaxed);

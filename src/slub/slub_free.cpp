@@ -211,6 +211,10 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
             n = nullptr;
         }
         old = read_pair(pg);
+        if (SLABKIT_UNLIKELY(obj == old.freelist)) {
+            if (n) n->list_lock.unlock();
+            return report_double_free(s, obj);
+        }
         set_freepointer(s, obj, old.freelist);
         cnt = old.cnt;
         was_frozen = cnt.frozen();

@@ -278,6 +278,36 @@ TEST_P(Debug, ManyObjectsAndThreadsStayClean) {
     EXPECT_EQ(slabkit_cache_shrink(c), 0u);
 }
 
+// Without debugging: the hardening check of every free catches freeing the object that is first
+// on the list it goes to (the kernel's freelist check), in every design but SLOB (whose own
+// check is that a block must not overlap a free one: tests/unit/slob_test.cpp).
+TEST_P(Debug, PlainCachesCatchAnImmediateDoubleFree) {
+    slabkit_slot_stats st;
+    slabkit_get_slot_stats(&st);
+    if (strcmp(st.mode, "cpu") == 0)
+        GTEST_SKIP() << "the CPUs' slots' critical sections have no such check yet";
+    slabkit_cache *c = create(name("plain"), 64);
+    ASSERT_NE(c, nullptr);
+    void *keep = slabkit_cache_alloc(c, 0);
+    void *p = slabkit_cache_alloc(c, 0);
+    slabkit_cache_free(c, p);
+    slabkit_cache_free(c, p);
+    if (GetParam() == "slob") {
+        EXPECT_TRUE(one_report({"bad free", "overlaps a free block"}));
+    } else {
+        EXPECT_TRUE(one_report({"bad free", "double free", addr_text(p)}));
+    }
+    // Nothing was lost or handed out twice.
+    void *a = slabkit_cache_alloc(c, 0);
+    void *b = slabkit_cache_alloc(c, 0);
+    EXPECT_NE(a, b);
+    slabkit_cache_free(c, a);
+    slabkit_cache_free(c, b);
+    slabkit_cache_free(c, keep);
+    char buf[256];
+    EXPECT_EQ(slabkit_cache_validate(c, buf, sizeof buf), 0u) << buf;
+}
+
 SLABKIT_INSTANTIATE_FOR_DESIGNS(Debug);
 
 // ---- without a hook: report, then abort -------------------------------------------------------
