@@ -19,6 +19,11 @@ SLABKIT_COLD void report_bad_free(const char *op, const cache *c, const void *ad
 // the first free object of the list it is freed onto, so this is its second free. Reported
 // like a bad free; the caller then leaves the object alone.
 SLABKIT_COLD SLABKIT_NOINLINE void report_double_free(const cache *c, const void *obj);
+// Whether the designs make that check (the CMake option SLABKIT_FREELIST_CHECK, on by default).
+#ifndef SLABKIT_FREELIST_CHECK
+#define SLABKIT_FREELIST_CHECK 1
+#endif
+inline constexpr bool kFreelistCheck = SLABKIT_FREELIST_CHECK != 0;
 // Describes why addr is not an object that cache c (nullptr: any cache) could free, into buf.
 SLABKIT_COLD const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned size);
 // A printf-style line on stderr prefixed with "slabkit: ".

@@ -267,7 +267,7 @@ SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) 
     slqb_list &l = c->list;
     void *head = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
     // Hardening: freeing the queue's first object again would make the list a cycle.
-    if (SLABKIT_UNLIKELY(obj == head)) return report_double_free(s, obj);
+    if (kFreelistCheck && SLABKIT_UNLIKELY(obj == head)) return report_double_free(s, obj);
     set_freepointer(s, obj, head);
     l.freelist.word.store(reinterpret_cast<uint64_t>(obj), std::memory_order_relaxed);
     uint32_t n = l.freelist.nr.load(std::memory_order_relaxed) + 1;

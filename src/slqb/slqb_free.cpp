@@ -8,7 +8,8 @@ namespace slabkit::slqb {
 
 void free_object_to_page(slqb_cache *s, slqb_list *l, page *pg, void *obj, release_chain &chain,
                          slqb_list *actor) {
-    if (SLABKIT_UNLIKELY(obj == slab_freelist(pg))) return report_double_free(s, obj);
+    if (kFreelistCheck && SLABKIT_UNLIKELY(obj == slab_freelist(pg)))
+        return report_double_free(s, obj);
     set_freepointer(s, obj, slab_freelist(pg));
     set_slab_freelist(pg, obj);
     uint32_t inuse = --pg->aux;
@@ -229,7 +230,7 @@ void free_slow(slqb_cache *s, page *pg, void *obj) {
         if (!c->list.freelist.packed) return push_to_queue(s, c, obj);
         // A CPU's queue, held: the same push in its layout.
         slot_queue &q = c->list.freelist;
-        if (SLABKIT_UNLIKELY(obj == q.head())) return report_double_free(s, obj);
+        if (kFreelistCheck && SLABKIT_UNLIKELY(obj == q.head())) return report_double_free(s, obj);
         set_freepointer(s, obj, q.head());
         uint32_t n = q.count() + 1;
         q.set(obj, n);

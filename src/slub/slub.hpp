@@ -286,7 +286,8 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slub_cache *s, page *pg, void *obj) {
     if (SLABKIT_LIKELY(c != nullptr)) {
         if (SLABKIT_LIKELY(c->slab.load(std::memory_order_relaxed) == pg)) {
             // Hardening: the freelist's first object freed again would make it a cycle.
-            if (SLABKIT_UNLIKELY(obj == c->freelist)) return report_double_free(s, obj);
+            if (kFreelistCheck && SLABKIT_UNLIKELY(obj == c->freelist))
+                return report_double_free(s, obj);
             set_freepointer(s, obj, c->freelist);
             c->freelist = obj;
             c->stats[FREE_FASTPATH].add();

@@ -211,7 +211,7 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
             n = nullptr;
         }
         old = read_pair(pg);
-        if (SLABKIT_UNLIKELY(obj == old.freelist)) {
+        if (kFreelistCheck && SLABKIT_UNLIKELY(obj == old.freelist)) {
             if (n) n->list_lock.unlock();
             return report_double_free(s, obj);
         }

@@ -286,6 +286,8 @@ TEST_P(Debug, PlainCachesCatchAnImmediateDoubleFree) {
     slabkit_get_slot_stats(&st);
     if (strcmp(st.mode, "cpu") == 0)
         GTEST_SKIP() << "the CPUs' slots' critical sections have no such check yet";
+    if (!SLABKIT_FREELIST_CHECK && GetParam() != "slob")
+        GTEST_SKIP() << "built with SLABKIT_FREELIST_CHECK=OFF";
     slabkit_cache *c = create(name("plain"), 64);
     ASSERT_NE(c, nullptr);
     void *keep = slabkit_cache_alloc(c, 0);
@@ -460,6 +462,42 @@ TEST(DebugKmalloc, KmallocAndKfreeAreChecked) {
     slabkit_kfree(q);
     slabkit_set_error_hook(nullptr);
     EXPECT_EQ(g_reports.size(), 1u);
+}
+
+} // namespace
+} // namespace slabkit::apitest
+
+namespace slabkit::apitest {
+namespace {
+
+TEST(DebugKmallocDeathTest, KfreeOfAnOverflowedOrFreedBlockAborts) {
+    const char *spec = getenv("SLABKIT_DEBUG");
+    if (!spec) GTEST_SKIP() << "run with SLABKIT_DEBUG set (ctest api_debug_kmalloc_<design>)";
+    if (strcmp(slabkit_allocator(), "slob") == 0)
+        GTEST_SKIP() << "SLOB serves kmalloc itself, with size headers: no debug layout yet";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(
+        {
+            void *p = slabkit_kmalloc(64, 0);
+            slabkit_kfree(p);
+            slabkit_kfree(p);
+        },
+        "BUG kmalloc-64 .*: double free");
+    EXPECT_DEATH(
+        {
+            auto *p = static_cast<char *>(slabkit_kmalloc(200, 0));
+            p[256] = 0;
+            slabkit_kfree(p);
+        },
+        "BUG kmalloc-256 .*overflow");
+    EXPECT_DEATH(
+        {
+            auto *p = static_cast<char *>(slabkit_kmalloc(32, 0));
+            slabkit_kfree(p);
+            p[1] = 0;
+            slabkit_trim();
+        },
+        "write after free");
 }
 
 } // namespace
