@@ -113,7 +113,8 @@ bool parse_spec(const char *text, spec *out, const char **why) {
         group g{0, out->nr_names, 0};
         char bad = 0;
         if (letters == 0) {
-            snprintf(message, sizeof message, "the group '%s' has no letters (F Z P U T, or -)", p);
+            snprintf(message, sizeof message, "the group '%.60s' has no letters (F Z P U T, or -)",
+                     p);
             *why = message;
             return false;
         }
@@ -361,12 +362,14 @@ bool check_poison(const cache *c, char *slot, const char *op) {
     return false;
 }
 
-void record(const cache *c, char *slot, unsigned which) {
+// Out of line, so that the frames it skips are the same in every build: itself only. The next
+// is the debug hook's (alloc or free); the design's slow path and the API's entry are usually
+// tail calls, with no frame; then come the caller's.
+SLABKIT_NOINLINE void record(const cache *c, char *slot, unsigned which) {
     if (!(c->flags & kStoreUser)) return;
     track &tr = tracks_of(c, slot)[which];
     memset(tr.addrs, 0, sizeof tr.addrs);
-    // Skip this function, the debug hook and the design's slow path.
-    platform::capture_stack(tr.addrs, kTrackDepth, 2);
+    platform::capture_stack(tr.addrs, kTrackDepth, 1);
     tr.tid = platform::thread_id();
     tr.cpu = platform::current_cpu();
     tr.when_ms = platform::now_coarse_ms();

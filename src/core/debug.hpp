@@ -47,7 +47,7 @@ inline constexpr uint8_t kPoisonEnd = 0xa5;
 inline constexpr uint8_t kPoisonInUse = 0x5a;
 inline constexpr uint64_t kStateAllocated = 0xa110ca7edull << 8;
 inline constexpr uint64_t kStateFree = 0xf4eed0b1ecull << 8;
-inline constexpr unsigned kTrackDepth = 6;
+inline constexpr unsigned kTrackDepth = 8;
 
 // Who allocated or freed an object (U).
 struct track {

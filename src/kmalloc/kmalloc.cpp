@@ -89,6 +89,9 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         const char *why = nullptr;
         (void)debugging(); // decided before the first block is handed out
         cache_args args{name, size, class_align(size), debug::spec_flags(name), nullptr};
+        // A power-of-two block is aligned to its size (the kernel's promise): a debug slot puts
+        // red zones before the object, so its alignment must say so up to 8 KiB too.
+        if ((args.flags & kDebugFlags) && (size & (size - 1)) == 0) args.align = size;
         // The malloc table serves whole programs, many threads at once: what a slot may park is
         // bounded in bytes (the kernel table keeps each design's own sizing).
         if constexpr (T == class_table::malloc) args.queue_bytes = malloc_queue_bytes();
