@@ -24,6 +24,12 @@ SLABKIT_COLD SLABKIT_NOINLINE void report_double_free(const cache *c, const void
 #define SLABKIT_FREELIST_CHECK 1
 #endif
 inline constexpr bool kFreelistCheck = SLABKIT_FREELIST_CHECK != 0;
+// SLAB's array caches: the same check against the array's last entry (SLABKIT_SLAB_ARRAY_CHECK,
+// off by default: its cost on the malloc pair is in the README).
+#ifndef SLABKIT_SLAB_ARRAY_CHECK
+#define SLABKIT_SLAB_ARRAY_CHECK 0
+#endif
+inline constexpr bool kSlabArrayCheck = SLABKIT_SLAB_ARRAY_CHECK != 0;
 // Describes why addr is not an object that cache c (nullptr: any cache) could free, into buf.
 SLABKIT_COLD const char *diagnose_free(const cache *c, const void *addr, char *buf, unsigned size);
 // A printf-style line on stderr prefixed with "slabkit: ".

@@ -164,9 +164,6 @@ void *own_kmalloc(design d, size_t size, size_t align, bool zero, int node, bool
         return nullptr;
     });
 }
-bool has_own_kmalloc(design d) {
-    return designs::visit(d, [](auto ops) { return own_kmalloc_v<decltype(ops)>; });
-}
 } // namespace
 
 namespace {
@@ -204,10 +201,15 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
         return designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
     }
-    if (!guard_blocks() && size <= (kPageSize << kMaxOrder)) {
+    if (size > kMaxCacheSize && guard_blocks()) {
+        // Guarded while debugging; if the OS refuses more mappings (each guarded block is two),
+        // a page block does without the guard rather than failing.
+        if (void *p = large::alloc(size, 0, zero)) return p;
+    }
+    if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
     }
-    return large::alloc(size, 0, zero);
+    return large::guarded() ? nullptr : large::alloc(size, 0, zero);
 }
 
 void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
@@ -224,13 +226,16 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
         if (class_align(kClassSizes[i]) < align) ++i;
         return alloc(d, kClassSizes[i], zero, kAnyNode);
     }
-    if (!guard_blocks() && size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
+    if (size > kMaxCacheSize && guard_blocks()) {
+        if (void *p = large::alloc(size, align, zero)) return p;
+    }
+    if (size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
         // Blocks of order k are aligned to 2^k pages.
         unsigned order = order_for(size);
         while ((kPageSize << order) < align) ++order;
         return page_allocator::global().alloc(order, kAnyNode, zero ? kZero : 0u);
     }
-    return large::alloc(size, align, zero);
+    return large::guarded() ? nullptr : large::alloc(size, align, zero);
 }
 
 void detail::bad_block(void *p, const char *caller) {
@@ -271,6 +276,10 @@ void detail::free_slow(void *p, const char *caller) {
     }
     char what[256];
     report_bad_free(caller, nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
+}
+
+bool has_own_kmalloc(design d) {
+    return designs::visit(d, [](auto ops) { return own_kmalloc_v<decltype(ops)>; });
 }
 
 size_t usable_size(const void *p) {

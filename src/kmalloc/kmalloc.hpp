@@ -196,6 +196,8 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the
 // zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
+// True for a design that serves kmalloc itself (SLOB: size-headed blocks, not size classes).
+bool has_own_kmalloc(design d);
 
 // True when SLABKIT_DEBUG (read at the first call) asks for debugging: blocks above the caches'
 // sizes are then guarded OS blocks, and sized frees are checked (override/malloc.hpp).

@@ -46,10 +46,12 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     // blocks), or, above the caches, at least that size and less than twice it plus a page.
     bool fits = size <= have;
     if (fits && size <= kmalloc::kMaxCacheSize) {
-        // (SLOB's own blocks hold what was asked, rounded to its 8-byte units.)
-        fits = have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
-               have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size)) ||
-               have == ((size + 7) & ~size_t{7});
+        // SLOB's own blocks hold what was asked, rounded up for its units and alignment.
+        fits =
+            kmalloc::has_own_kmalloc(process_design())
+                ? have < size + 2 * kMallocAlign + align
+                : have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
+                      have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size));
     } else if (fits) {
         fits = have < 2 * size + kPageSize;
     }

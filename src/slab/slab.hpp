@@ -334,7 +334,7 @@ SLABKIT_ALWAYS_INLINE void free_to_slab(slab_kmem_cache *s, page *pg, void *obj)
             uint32_t avail = c->ac.count();
             if (SLABKIT_LIKELY(avail < c->ac.limit)) {
                 // Hardening: the array's last entry freed again would be handed out twice.
-                if (kFreelistCheck && SLABKIT_UNLIKELY(avail && c->entry()[avail - 1] == obj))
+                if (kSlabArrayCheck && SLABKIT_UNLIKELY(avail && c->entry()[avail - 1] == obj))
                     return report_double_free(s, obj);
                 c->entry()[avail] = obj;
                 c->ac.set_count(avail + 1);

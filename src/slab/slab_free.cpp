@@ -238,7 +238,7 @@ void free_slow(slab_kmem_cache *s, page *pg, void *obj) {
         count(s, c, FREEHIT); // the slot's array was just made
     }
     uint32_t avail = c->ac.count();
-    if (kFreelistCheck && SLABKIT_UNLIKELY(avail && c->entry()[avail - 1] == obj))
+    if (kSlabArrayCheck && SLABKIT_UNLIKELY(avail && c->entry()[avail - 1] == obj))
         return report_double_free(s, obj);
     c->entry()[avail] = obj;
     c->ac.set_count(avail + 1);

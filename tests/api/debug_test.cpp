@@ -288,6 +288,8 @@ TEST_P(Debug, PlainCachesCatchAnImmediateDoubleFree) {
         GTEST_SKIP() << "the CPUs' slots' critical sections have no such check yet";
     if (!SLABKIT_FREELIST_CHECK && GetParam() != "slob")
         GTEST_SKIP() << "built with SLABKIT_FREELIST_CHECK=OFF";
+    if (!SLABKIT_SLAB_ARRAY_CHECK && GetParam() == "slab")
+        GTEST_SKIP() << "built with SLABKIT_SLAB_ARRAY_CHECK=OFF (the default)";
     slabkit_cache *c = create(name("plain"), 64);
     ASSERT_NE(c, nullptr);
     void *keep = slabkit_cache_alloc(c, 0);
