@@ -44,16 +44,19 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     // The block must be the one an allocation of `size` bytes (aligned) gets: of a class that
     // size maps to (the malloc table's, or the kernel table's for aligned and memalign'd
     // blocks), or, above the caches, at least that size and less than twice it plus a page.
+    const bool own = kmalloc::has_own_kmalloc(process_design());
     bool fits = size <= have;
-    if (fits && size <= kmalloc::kMaxCacheSize) {
-        // SLOB's own blocks hold what was asked, rounded up for its units and alignment.
-        fits =
-            kmalloc::has_own_kmalloc(process_design())
-                ? have < size + 2 * kMallocAlign + align
-                : have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
-                      have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size));
-    } else if (fits) {
+    if (!fits) {
+    } else if (have > kmalloc::kMaxCacheSize || (own && have >= kPageSize)) {
+        // A page or OS block: at least the size, less than twice it and a page.
         fits = have < 2 * size + kPageSize;
+    } else if (own) {
+        // SLOB's own blocks hold what was asked, rounded up for its units and alignment.
+        fits = have < size + 2 * kMallocAlign + align;
+    } else {
+        // A class of one of the two tables.
+        fits = have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
+               have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size));
     }
     const bool aligned = align == 0 || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0;
     if (fits && aligned) return kmalloc::free(p, caller);

@@ -106,6 +106,15 @@ int main(int argc, char **argv) {
         void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
         if (!fs) return 3;
         fs(p, !strcmp(k, "free_sized_wrong") ? 400 : 40);
+    } else if (!strcmp(k, "sized_delete_right")) {
+        /* Sizes whose blocks are classes, SLOB units, page blocks and OS blocks: all accepted. */
+        void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+        if (!del) return 3;
+        static const size_t sizes[] = {1, 24, 40, 100, 1000, 3000, 4096, 6144, 8192, 9000,
+                                       100000, 5 << 20};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
+            del(launder(malloc(sizes[i])), sizes[i]);
+        free(p);
     } else if (!strcmp(k, "sized_delete_wrong")) {
         /* operator delete(void *, size_t) with a size the block was not allocated with. */
         void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
