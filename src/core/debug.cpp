@@ -338,22 +338,60 @@ bool check_red(const cache *c, char *slot, uint8_t v, const char *op, const char
     return true;
 }
 
+// SLABKIT_INIT: "alloc", "free" or both ("alloc,free"): debug caches zero new objects instead of
+// filling them with 0x5a, and freed ones instead of poisoning them (their zeros are then what
+// the write-after-free checks expect). Caches with a constructor keep their constructed state.
+enum : unsigned { kInitAlloc = 1, kInitFree = 2 };
+constinit std::atomic<int> g_init_mode{-1};
+unsigned init_mode() {
+    int v = g_init_mode.load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(v >= 0)) return static_cast<unsigned>(v);
+    const char *e = platform::env("SLABKIT_INIT");
+    unsigned mode = 0;
+    if (e && *e && strcmp(e, "0") != 0) {
+        if (strcmp(e, "alloc") == 0) {
+            mode = kInitAlloc;
+        } else if (strcmp(e, "free") == 0) {
+            mode = kInitFree;
+        } else if (strcmp(e, "alloc,free") == 0 || strcmp(e, "free,alloc") == 0) {
+            mode = kInitAlloc | kInitFree;
+        } else {
+            platform::print_error("slabkit: SLABKIT_INIT=%s is not understood (accepted: alloc, "
+                                  "free, alloc,free); ignored\n",
+                                  e);
+        }
+    }
+    g_init_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+    return mode;
+}
+
+// Whether c's free objects hold a known pattern (poison, or zeros with SLABKIT_INIT=free).
+bool fills_free(const cache *c) {
+    return (c->flags & kPoison) || (!c->ctor && (init_mode() & kInitFree));
+}
+bool zero_free(const cache *c) {
+    return !c->ctor && (init_mode() & kInitFree);
+}
+
 void poison(const cache *c, char *slot) {
     char *obj = slot + c->debug_offset;
-    memset(obj, kPoisonFree, c->object_size - 1);
-    obj[c->object_size - 1] = static_cast<char>(kPoisonEnd);
+    const bool zero = zero_free(c);
+    memset(obj, zero ? 0 : kPoisonFree, c->object_size - 1);
+    obj[c->object_size - 1] = static_cast<char>(zero ? 0 : kPoisonEnd);
 }
 
 bool check_poison(const cache *c, char *slot, const char *op) {
-    if (!(c->flags & kPoison)) return true;
+    if (!fills_free(c)) return true;
+    const bool zero = zero_free(c);
+    const uint8_t body = zero ? 0 : kPoisonFree, last = zero ? 0 : kPoisonEnd;
     size_t len = 0;
-    size_t bad = find_bad(slot, c->debug_offset, c->object_size - 1, kPoisonFree, &len);
-    uint8_t expected = kPoisonFree;
+    size_t bad = find_bad(slot, c->debug_offset, c->object_size - 1, body, &len);
+    uint8_t expected = body;
     if (bad == SIZE_MAX &&
-        static_cast<uint8_t>(slot[c->debug_offset + c->object_size - 1]) != kPoisonEnd) {
+        static_cast<uint8_t>(slot[c->debug_offset + c->object_size - 1]) != last) {
         bad = c->debug_offset + c->object_size - 1;
         len = 1;
-        expected = kPoisonEnd;
+        expected = last;
     }
     if (bad == SIZE_MAX) return true;
     report_object(c, slot, "write after free (poison overwritten)", "the freed object", bad, len,
@@ -529,7 +567,7 @@ void init_slab_objects(cache *c, char *first_slot, uint32_t nr) {
         char *slot = first_slot + size_t{i} * c->size;
         state_of(c, slot) = kStateFree;
         set_red(c, slot, kRedInactive);
-        if (c->flags & kPoison) poison(c, slot);
+        if (fills_free(c)) poison(c, slot);
         if (c->flags & kStoreUser) memset(tracks_of(c, slot), 0, 2 * sizeof(track));
     }
 }
@@ -550,6 +588,8 @@ void *alloc(cache *c, int node, bool zero) {
         memset(obj, 0, c->object_size);
     } else if (c->ctor) {
         if (c->debug_fresh) c->ctor(obj); // constructed at every allocation (SLOB)
+    } else if (init_mode() & kInitAlloc) {
+        memset(obj, 0, c->object_size);
     } else if (c->flags & kPoison) {
         memset(obj, kPoisonInUse, c->object_size);
     }
@@ -601,7 +641,7 @@ void free(cache *c, void *obj, const char *op) {
     trace(c, "free", obj);
     state_of(c, slot) = kStateFree;
     set_red(c, slot, kRedInactive);
-    if (c->flags & kPoison) poison(c, slot);
+    if (fills_free(c)) poison(c, slot);
     quarantine_push(c, slot);
 }
 

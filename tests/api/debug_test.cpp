@@ -504,3 +504,35 @@ TEST(DebugKmallocDeathTest, KfreeOfAnOverflowedOrFreedBlockAborts) {
 
 } // namespace
 } // namespace slabkit::apitest
+
+namespace slabkit::apitest {
+namespace {
+
+// SLABKIT_INIT=alloc,free (its own ctest entry, api_debug_init: read once per process): debug
+// caches zero new and freed objects instead of poisoning them, and a write after free is still
+// found (the zeros are what the check expects).
+TEST(DebugInit, ZeroesInsteadOfPoisonAndStillCatchesWritesAfterFree) {
+    const char *init = getenv("SLABKIT_INIT");
+    if (!init || strcmp(init, "alloc,free") != 0)
+        GTEST_SKIP() << "run with SLABKIT_INIT=alloc,free (ctest api_debug_init)";
+    slabkit_cache *c = slabkit_cache_create("init-zero", 40, 0, kFZPU, nullptr);
+    ASSERT_NE(c, nullptr);
+    auto *p = static_cast<unsigned char *>(slabkit_cache_alloc(c, 0));
+    EXPECT_TRUE(all_zero(p, 40)); // not 0x5a
+    memset(p, 0x77, 40);
+    slabkit_cache_free(c, p);
+    EXPECT_TRUE(all_zero(p, 40)); // not 0x6b
+    slabkit_set_error_hook(collect);
+    g_reports.clear();
+    p[7] = 1;
+    slabkit_cache_shrink(c);
+    ASSERT_EQ(g_reports.size(), 1u);
+    EXPECT_NE(g_reports[0].find("write after free"), std::string::npos) << g_reports[0];
+    EXPECT_NE(g_reports[0].find("expected: 00"), std::string::npos) << g_reports[0];
+    slabkit_set_error_hook(nullptr);
+    g_reports.clear();
+    slabkit_cache_destroy(c);
+}
+
+} // namespace
+} // namespace slabkit::apitest
