@@ -436,11 +436,18 @@ TEST(DebugSpec, TraceLinesNameTheCacheAndTheObject) {
 
 // ---- kmalloc under SLABKIT_DEBUG (its own ctest entries: the classes open once per process) --
 
-TEST(DebugKmalloc, KmallocAndKfreeAreChecked) {
-    const char *spec = getenv("SLABKIT_DEBUG");
-    if (!spec) GTEST_SKIP() << "run with SLABKIT_DEBUG set (ctest api_debug_kmalloc_<design>)";
+// Why the kmalloc debug tests cannot run in this process, or nullptr when they can (their own
+// ctest entries set SLABKIT_DEBUG: kmalloc's classes open once per process).
+const char *kmalloc_debug_unavailable() {
+    if (!getenv("SLABKIT_DEBUG"))
+        return "run with SLABKIT_DEBUG set (ctest api_debug_kmalloc_<design>)";
     if (strcmp(slabkit_allocator(), "slob") == 0)
-        GTEST_SKIP() << "SLOB serves kmalloc itself, with size headers: no debug layout yet";
+        return "SLOB serves kmalloc itself, with size headers: no debug layout yet";
+    return nullptr;
+}
+
+TEST(DebugKmalloc, KmallocAndKfreeAreChecked) {
+    if (const char *why = kmalloc_debug_unavailable()) GTEST_SKIP() << why;
     slabkit_set_error_hook(collect);
     g_reports.clear();
     auto *p = static_cast<unsigned char *>(slabkit_kmalloc(100, 0));
@@ -466,17 +473,8 @@ TEST(DebugKmalloc, KmallocAndKfreeAreChecked) {
     EXPECT_EQ(g_reports.size(), 1u);
 }
 
-} // namespace
-} // namespace slabkit::apitest
-
-namespace slabkit::apitest {
-namespace {
-
 TEST(DebugKmallocDeathTest, KfreeOfAnOverflowedOrFreedBlockAborts) {
-    const char *spec = getenv("SLABKIT_DEBUG");
-    if (!spec) GTEST_SKIP() << "run with SLABKIT_DEBUG set (ctest api_debug_kmalloc_<design>)";
-    if (strcmp(slabkit_allocator(), "slob") == 0)
-        GTEST_SKIP() << "SLOB serves kmalloc itself, with size headers: no debug layout yet";
+    if (const char *why = kmalloc_debug_unavailable()) GTEST_SKIP() << why;
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_DEATH(
         {
@@ -501,12 +499,6 @@ TEST(DebugKmallocDeathTest, KfreeOfAnOverflowedOrFreedBlockAborts) {
         },
         "write after free");
 }
-
-} // namespace
-} // namespace slabkit::apitest
-
-namespace slabkit::apitest {
-namespace {
 
 // SLABKIT_INIT=alloc,free (its own ctest entry, api_debug_init: read once per process): debug
 // caches zero new and freed objects instead of poisoning them, and a write after free is still
