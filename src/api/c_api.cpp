@@ -6,6 +6,7 @@
 // one process (slabkit_cache_create_in).
 #include "core/cache.hpp"
 #include "core/debug.hpp"
+#include "core/hardening.hpp"
 #include "core/report.hpp"
 #include "designs/designs.hpp"
 #include "kmalloc/kmalloc.hpp"
@@ -40,6 +41,28 @@ slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, 
     return reinterpret_cast<slabkit_cache *>(c);
 }
 
+// Init on alloc (core/hardening.hpp) is a zeroing allocation.
+SLABKIT_ALWAYS_INLINE bool zeroing(const cache *c, unsigned gfp) {
+    return (gfp & SLABKIT_GFP_ZERO) || (c->init & hardening::kInitOnAlloc);
+}
+
+// Init on free (core/hardening.hpp): the object checked as one of s's (a bad free is reported
+// before anything is written), zeroed, then freed. SLOB zeroes in its own free, which knows its
+// blocks.
+template <class Ops, class S>
+SLABKIT_NOINLINE void free_zeroed(Ops ops, S *s, void *obj) {
+    if constexpr (own_kmalloc_v<Ops>) {
+        ops.free(s, obj);
+    } else if (page *pg = checked_slab_page(s, obj)) {
+        memset(obj, 0, s->object_size);
+        ops.free_to_slab(s, pg, obj);
+    }
+}
+
+SLABKIT_ALWAYS_INLINE bool zeroing_free(const cache *c) {
+    return (c->init & hardening::kInitOnFree) != 0;
+}
+
 // f(ops, s) on the cache's own design (designs::visit).
 template <class F>
 SLABKIT_ALWAYS_INLINE decltype(auto) on(slabkit_cache *c, F &&f) {
@@ -67,22 +90,25 @@ slabkit_cache *slabkit_cache_create_in(const char *design_name_, const char *nam
 }
 
 void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
-    return on(c, [&](auto ops, auto *s) { return ops.alloc(s, gfp & SLABKIT_GFP_ZERO); });
+    return on(c, [&](auto ops, auto *s) { return ops.alloc(s, zeroing(s, gfp)); });
 }
 
 void *slabkit_cache_alloc_node(slabkit_cache *c, unsigned gfp, int node) {
     return on(c,
-              [&](auto ops, auto *s) { return ops.alloc_node(s, node, gfp & SLABKIT_GFP_ZERO); });
+              [&](auto ops, auto *s) { return ops.alloc_node(s, node, zeroing(s, gfp)); });
 }
 
 void slabkit_cache_free(slabkit_cache *c, void *obj) {
-    on(c, [&](auto ops, auto *s) { ops.free(s, obj); });
+    on(c, [&](auto ops, auto *s) {
+        if (SLABKIT_UNLIKELY(zeroing_free(s))) return free_zeroed(ops, s, obj);
+        ops.free(s, obj);
+    });
 }
 
 size_t slabkit_cache_alloc_bulk(slabkit_cache *c, unsigned gfp, size_t n, void **p) {
     return on(c, [&](auto ops, auto *s) -> size_t {
         for (size_t i = 0; i < n; ++i) {
-            p[i] = ops.alloc(s, gfp & SLABKIT_GFP_ZERO);
+            p[i] = ops.alloc(s, zeroing(s, gfp));
             if (SLABKIT_UNLIKELY(!p[i])) {
                 // All or nothing, as the kernel's bulk allocation.
                 for (size_t k = 0; k < i; ++k) ops.free(s, p[k]);
@@ -95,7 +121,12 @@ size_t slabkit_cache_alloc_bulk(slabkit_cache *c, unsigned gfp, size_t n, void *
 
 void slabkit_cache_free_bulk(slabkit_cache *c, size_t n, void **p) {
     on(c, [&](auto ops, auto *s) {
-        for (size_t i = 0; i < n; ++i) ops.free(s, p[i]);
+        for (size_t i = 0; i < n; ++i) {
+            if (SLABKIT_UNLIKELY(zeroing_free(s)))
+                free_zeroed(ops, s, p[i]);
+            else
+                ops.free(s, p[i]);
+        }
     });
 }
 

@@ -14,6 +14,12 @@
 // through the GOT, one more dependent load on a fast path that indexes it.
 #define SLABKIT_HIDDEN __attribute__((visibility("hidden")))
 
+// Build choice (CMake option of the same name): free pointers stored obfuscated
+// (core/hardening.hpp). Here because the platform layer's rseq sections load and store them too.
+#ifndef SLABKIT_FREELIST_HARDENED
+#define SLABKIT_FREELIST_HARDENED 1
+#endif
+
 namespace slabkit {
 inline constexpr unsigned kCacheLine = 64;
 }

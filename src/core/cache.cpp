@@ -114,6 +114,11 @@ void describe_cache(cache *c, const cache_args &args, design d) {
     c->kind = d;
     c->debug = (args.flags & kDebugFlags) != 0;
     strncpy(c->name, args.name, kNameMax - 1);
+    c->freelist_secret = hardening::cache_secret(c);
+    const unsigned mode = hardening::init_mode();
+    if (!c->debug && !c->ctor)
+        c->init = static_cast<uint8_t>((hardening::zero_on_alloc(mode) ? hardening::kInitOnAlloc : 0) |
+                                       (mode & hardening::kInitOnFree));
 }
 
 void compute_object_layout(cache *c, freeptr_place place) {
@@ -232,13 +237,25 @@ void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1) {
     pg->priv[2] = colour;
     pg->aux = 0;
     char *base = static_cast<char *>(page_to_virt(pg)) + colour;
-    char *obj = base;
-    for (uint32_t i = 0; i < c->objects; ++i, obj += c->size) {
-        if (c->ctor) c->ctor(obj + c->debug_offset);
-        set_freepointer(c, obj, i + 1 < c->objects ? obj + c->size : nullptr);
+    if (c->ctor) {
+        char *obj = base;
+        for (uint32_t i = 0; i < c->objects; ++i, obj += c->size) c->ctor(obj + c->debug_offset);
     }
+    // Address order, or a random one (hardening.hpp): then the next allocations are not each
+    // other's neighbours.
+    char *first = nullptr;
+    char *last = nullptr;
+    hardening::object_order(c->objects, hardening::new_slab_seed()).for_each([&](uint32_t i) {
+        char *obj = base + uint64_t{i} * c->size;
+        if (last)
+            set_freepointer(c, last, obj);
+        else
+            first = obj;
+        last = obj;
+    });
+    set_freepointer(c, last, nullptr);
     if (c->debug) debug::init_slab_objects(c, base, c->objects);
-    set_slab_freelist(pg, base);
+    set_slab_freelist(pg, first);
     pg->set_state(pg->flags() | PG_slab);
 }
 

@@ -33,6 +33,7 @@
 
 #include "base/compiler.hpp"
 #include "core/design_list.hpp"
+#include "core/hardening.hpp"
 #include "page/page.hpp"
 #include "platform/lock.hpp"
 
@@ -120,6 +121,11 @@ struct cache {
     uint8_t size_shift = 0;
     uint64_t size_odd_inverse = 0;
     uint64_t size_limit = 0; // (2^64 - 1) / size
+    // Hardening (core/hardening.hpp): the key free pointers are stored under (0 when the build
+    // does not obfuscate them), and init on alloc / on free (hardening::init_mode bits; 0 for
+    // debug caches, which zero in their own way, and for caches with a constructor).
+    uint64_t freelist_secret = 0;
+    uint8_t init = 0;
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created
@@ -270,12 +276,21 @@ SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const
     return SLABKIT_LIKELY(idx >= 0 && static_cast<uint64_t>(idx) < c->objects);
 }
 
-// Free pointers: where a free object keeps the next free object.
+// Free pointers: where a free object keeps the next free object, stored obfuscated in hardened
+// builds (hardening.hpp): xor-ed with the cache's secret and the byte-swapped address of the word
+// that holds it, so a stored value is never a plain heap address.
+SLABKIT_ALWAYS_INLINE uintptr_t freepointer_key(const cache *c, const void *where) {
+    return hardening::kFreelistHardened
+               ? c->freelist_secret ^ __builtin_bswap64(reinterpret_cast<uintptr_t>(where))
+               : 0;
+}
 SLABKIT_ALWAYS_INLINE void *get_freepointer(const cache *c, void *obj) {
-    return *reinterpret_cast<void **>(static_cast<char *>(obj) + c->offset);
+    auto *where = reinterpret_cast<uintptr_t *>(static_cast<char *>(obj) + c->offset);
+    return reinterpret_cast<void *>(*where ^ freepointer_key(c, where));
 }
 SLABKIT_ALWAYS_INLINE void set_freepointer(const cache *c, void *obj, void *next) {
-    *reinterpret_cast<void **>(static_cast<char *>(obj) + c->offset) = next;
+    auto *where = reinterpret_cast<uintptr_t *>(static_cast<char *>(obj) + c->offset);
+    *where = reinterpret_cast<uintptr_t>(next) ^ freepointer_key(c, where);
 }
 
 // Marks a freshly allocated block as a slab of c whose first object is `colour` bytes in: its

@@ -2,6 +2,8 @@
 // alloc, free and validation, the quarantine, and the reports.
 #include "core/debug.hpp"
 
+#include "core/hardening.hpp"
+
 #include "core/report.hpp"
 #include "page/page.hpp"
 #include "platform/lock.hpp"
@@ -338,32 +340,12 @@ bool check_red(const cache *c, char *slot, uint8_t v, const char *op, const char
     return true;
 }
 
-// SLABKIT_INIT: "alloc", "free" or both ("alloc,free"): debug caches zero new objects instead of
-// filling them with 0x5a, and freed ones instead of poisoning them (their zeros are then what
-// the write-after-free checks expect). Caches with a constructor keep their constructed state.
-enum : unsigned { kInitAlloc = 1, kInitFree = 2 };
-constinit std::atomic<int> g_init_mode{-1};
-unsigned init_mode() {
-    int v = g_init_mode.load(std::memory_order_relaxed);
-    if (SLABKIT_LIKELY(v >= 0)) return static_cast<unsigned>(v);
-    const char *e = platform::env("SLABKIT_INIT");
-    unsigned mode = 0;
-    if (e && *e && strcmp(e, "0") != 0) {
-        if (strcmp(e, "alloc") == 0) {
-            mode = kInitAlloc;
-        } else if (strcmp(e, "free") == 0) {
-            mode = kInitFree;
-        } else if (strcmp(e, "alloc,free") == 0 || strcmp(e, "free,alloc") == 0) {
-            mode = kInitAlloc | kInitFree;
-        } else {
-            platform::print_error("slabkit: SLABKIT_INIT=%s is not understood (accepted: alloc, "
-                                  "free, alloc,free); ignored\n",
-                                  e);
-        }
-    }
-    g_init_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
-    return mode;
-}
+// SLABKIT_INIT (core/hardening.hpp): debug caches zero new objects instead of filling them with
+// 0x5a, and freed ones instead of poisoning them (their zeros are then what the write-after-free
+// checks expect). Caches with a constructor keep their constructed state.
+using hardening::init_mode;
+constexpr unsigned kInitAlloc = hardening::kInitOnAlloc;
+constexpr unsigned kInitFree = hardening::kInitOnFree;
 
 // Whether c's free objects hold a known pattern (poison, or zeros with SLABKIT_INIT=free).
 bool fills_free(const cache *c) {

@@ -2,6 +2,7 @@
 #include "kmalloc/kmalloc.hpp"
 
 #include "core/debug.hpp"
+#include "core/hardening.hpp"
 
 #include "core/report.hpp"
 #include "kmalloc/large.hpp"
@@ -189,6 +190,7 @@ bool debugging() {
 
 void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int node) {
     (void)debugging(); // decided before the first block is handed out
+    zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     if (size == 0) return kZeroSizePtr;
     if (has_own_kmalloc(d)) {
         // SLOB: blocks with a size header below a page; a page or more from the page allocator.
@@ -213,6 +215,7 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
 }
 
 void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
+    zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     const size_t n = size < align ? align : size;
     if (has_own_kmalloc(d)) {
         bool served;
@@ -263,10 +266,14 @@ void detail::free_slow(void *p, const char *caller) {
                 return designs::visit(c, [&](auto ops, auto *s) {
                     if constexpr (own_kmalloc_v<decltype(ops)>) {
                         if (ops.usable_size(s, p) == 0) return bad_block(p, caller);
+                    } else if (s->init & hardening::kInitOnFree) {
+                        memset(p, 0, s->object_size);
                     }
                     ops.free_to_slab(s, pg, p);
                 });
         } else if ((st & PG_head) && page_to_virt(pg) == p) {
+            if (hardening::init_mode() & hardening::kInitOnFree)
+                memset(p, 0, kPageSize << (st & PG_order_mask));
             return page_allocator::global().free(p);
         }
     } else if (!in_arena(p)) {

@@ -32,6 +32,7 @@
 #include "designs/designs.hpp"
 
 #include <cstddef>
+#include <cstring>
 
 namespace slabkit::kmalloc {
 
@@ -146,7 +147,9 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             if constexpr (own_kmalloc_v<decltype(ops)>) return false;
             auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
-            p = ops.alloc(&set.caches[i], zero);
+            // Init on alloc (core/hardening.hpp) is a zeroing allocation.
+            p = ops.alloc(&set.caches[i],
+                          zero || (set.caches[i].init & hardening::kInitOnAlloc) != 0);
             return true;
         });
         if (SLABKIT_LIKELY(open)) return p;
@@ -168,6 +171,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
         unsigned i = index_of<T>(size);
         return designs::visit(d, [&](auto ops) -> void * {
             auto &set = detail::set_of<T, decltype(ops)>();
+            // Init on alloc (core/hardening.hpp): the slow path zeroes.
+            if (SLABKIT_UNLIKELY(set.caches[i].init & hardening::kInitOnAlloc)) return nullptr;
             return ops.alloc_fast(&set.caches[i], &set.slots[i]);
         });
     }
@@ -188,6 +193,10 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
             // A design with its own kmalloc (SLOB's size headers): a block it does not know is
             // reported here, naming the caller.
             if (SLABKIT_UNLIKELY(ops.usable_size(s, p) == 0)) return detail::bad_block(p, caller);
+        } else {
+            // Init on free (core/hardening.hpp); p is a checked object start by now. SLOB's
+            // blocks are zeroed where SLOB knows their size.
+            if (SLABKIT_UNLIKELY(s->init & hardening::kInitOnFree)) memset(p, 0, s->object_size);
         }
         ops.free_to_slab(s, pg, p);
     });

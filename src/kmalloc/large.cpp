@@ -1,6 +1,7 @@
 // large.cpp - OS-direct large blocks and their address table.
 #include "kmalloc/large.hpp"
 
+#include "core/hardening.hpp"
 #include "core/trimmer.hpp"
 #include "page/page.hpp"
 #include "page/page_allocator.hpp"
@@ -374,7 +375,10 @@ bool free(void *p) {
         const bool shrinking = shrink != g_shrink_seen;
         g_shrink_seen = shrink;
         select_old(decay_cutoff(now), shrinking, out);
-        if (!guard_it && size <= limit && !shrinking) {
+        // Init on free: a kept block would keep its bytes; an unmapped one is zero when mapped
+        // again.
+        const bool init_free = hardening::init_mode() & hardening::kInitOnFree;
+        if (!guard_it && !init_free && size <= limit && !shrinking) {
             // Keep the newest: the oldest kept blocks make room.
             while (g_nr_kept == kRetainMax ||
                    g_kept_bytes.load(std::memory_order_relaxed) + size > limit)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <dlfcn.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 namespace slabkit::platform {
@@ -111,6 +112,20 @@ uint64_t now_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t random_u64() {
+    uint64_t v = 0;
+    int saved = errno; // callers may be inside free, which keeps errno
+    ssize_t got = getrandom(&v, sizeof v, GRND_NONBLOCK);
+    errno = saved;
+    if (got == static_cast<ssize_t>(sizeof v)) return v;
+    uint64_t x = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^
+                 reinterpret_cast<uintptr_t>(&v);
+    // splitmix64's finaliser, so that close inputs give unrelated outputs
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
 }
 
 uint64_t now_coarse_ms() {

@@ -153,6 +153,9 @@ void describe_address(uintptr_t addr, char *buf, size_t size);
 
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 uint64_t now_ns();
+// 64 random bits from the kernel (getrandom); where that fails, a mix of the clock, the process
+// id and an address, which is unpredictable enough for the hardening secrets it seeds.
+uint64_t random_u64();
 // Coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE): cheap, a few ms resolution.
 uint64_t now_coarse_ms();
 

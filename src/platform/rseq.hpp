@@ -177,20 +177,42 @@ fail:
     "testq %[c], %[c]\n\t"                                                                         \
     "jz %l[fail]\n\t"
 
+// Free pointers, stored obfuscated in hardened builds (SLABKIT_FREELIST_HARDENED; the rule is
+// core/cache.hpp's): an object's next pointer is the stored word ^ the cache's secret ^ the
+// byte-swapped address of the word. SLABKIT_RSEQ_LOAD_NEXT(obj, dst) loads obj's next pointer
+// into dst (operands %[fp], and %[secret], the secret in memory); SLABKIT_RSEQ_ENCODE(reg) turns
+// the next pointer in reg into what is stored (operand %[key]: the secret ^ the byte-swapped
+// address, computed before the section). SLABKIT_RSEQ_SECRET / _KEY add those operands.
+#if SLABKIT_FREELIST_HARDENED
+#define SLABKIT_RSEQ_LOAD_NEXT(obj, dst)                                                           \
+    "leaq (%[" obj "], %[fp]), %[" dst "]\n\t"                                                     \
+    "bswapq %[" dst "]\n\t"                                                                        \
+    "xorq (%[" obj "], %[fp]), %[" dst "]\n\t"                                                     \
+    "xorq %[secret], %[" dst "]\n\t"
+#define SLABKIT_RSEQ_ENCODE(reg) "xorq %[key], %[" reg "]\n\t"
+#define SLABKIT_RSEQ_SECRET(secret) , [secret] "m"(*(secret))
+#define SLABKIT_RSEQ_KEY(key) , [key] "r"(key)
+#else
+#define SLABKIT_RSEQ_LOAD_NEXT(obj, dst) "movq (%[" obj "], %[fp]), %[" dst "]\n\t"
+#define SLABKIT_RSEQ_ENCODE(reg) ""
+#define SLABKIT_RSEQ_SECRET(secret)
+#define SLABKIT_RSEQ_KEY(key)
+#endif
+
 // Pops the head of the packed LIFO at c + word_disp (its next pointer `fp_offset` bytes into
 // the object) and bumps the counter at c + stat_disp. nullptr when empty or when the section
 // failed (see above): the caller takes its slow path.
 template <int word_disp, int stat_disp>
 SLABKIT_ALWAYS_INLINE void *rseq_pop_packed(const void *entry, std::atomic<uint32_t> *lock,
-                                            unsigned cpu, size_t fp_offset) {
+                                            unsigned cpu, size_t fp_offset,
+                                            const uint64_t *secret) {
     uint64_t w, head, next, c;
     asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[wdisp](%[c]), %[tmp]\n\t"
                                                              "movq %[tmp], %[head]\n\t"
                                                              "shlq $16, %[head]\n\t"
                                                              "shrq $16, %[head]\n\t"
-                                                             "jz %l[fail]\n\t"
-                                                             "movq (%[head], %[fp]), %[next]\n\t"
-                                                             "shrq $48, %[tmp]\n\t"
+                                                             "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT(
+                                                                 "head", "next") "shrq $48, %[tmp]\n\t"
                                                              "subq $1, %[tmp]\n\t"
                                                              "shlq $48, %[tmp]\n\t"
                                                              "orq %[next], %[tmp]\n\t"
@@ -200,9 +222,11 @@ SLABKIT_ALWAYS_INLINE void *rseq_pop_packed(const void *entry, std::atomic<uint3
                       : [tmp] "=&r"(w), [head] "=&r"(head), [next] "=&r"(next), [c] "=&r"(c)
                       : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
                         [entry] "r"(entry), [fp] "r"(fp_offset), [wdisp] "i"(word_disp),
-                        [sdisp] "i"(stat_disp), [restarts] "m"(g_rseq_restarts)
+                        [sdisp] "i"(stat_disp),
+                        [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_SECRET(secret)
                       : "memory", "cc"
                       : fail);
+    (void)secret;
     return reinterpret_cast<void *>(head);
 fail:
     return nullptr;
@@ -213,13 +237,14 @@ fail:
 // the section failed.
 template <int word_disp>
 SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<uint32_t> *lock,
-                                                unsigned cpu, size_t fp_offset, void *obj) {
+                                                unsigned cpu, size_t fp_offset, void *obj,
+                                                uint64_t key) {
     uint64_t w, n, c;
     asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[wdisp](%[c]), %[tmp]\n\t"
                                                              "movq %[tmp], %[n]\n\t"
                                                              "shlq $16, %[n]\n\t"
-                                                             "shrq $16, %[n]\n\t"
-                                                             "movq %[n], (%[obj], %[fp])\n\t"
+                                                             "shrq $16, %[n]\n\t" SLABKIT_RSEQ_ENCODE(
+                                                                 "n") "movq %[n], (%[obj], %[fp])\n\t"
                                                              "shrq $48, %[tmp]\n\t"
                                                              "addq $1, %[tmp]\n\t"
                                                              "movq %[tmp], %[n]\n\t"
@@ -230,9 +255,10 @@ SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<u
                       : [tmp] "=&r"(w), [n] "=&r"(n), [c] "=&r"(c)
                       : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
                         [entry] "r"(entry), [fp] "r"(fp_offset), [obj] "r"(obj),
-                        [wdisp] "i"(word_disp), [restarts] "m"(g_rseq_restarts)
+                        [wdisp] "i"(word_disp), [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
                       : "memory", "cc"
                       : fail);
+    (void)key;
     return static_cast<uint32_t>(n);
 fail:
     return 0;
@@ -242,21 +268,23 @@ fail:
 // c + stat_disp. nullptr when empty or when the section failed.
 template <int head_disp, int stat_disp>
 SLABKIT_ALWAYS_INLINE void *rseq_pop_list(const void *entry, std::atomic<uint32_t> *lock,
-                                          unsigned cpu, size_t fp_offset) {
+                                          unsigned cpu, size_t fp_offset, const uint64_t *secret) {
     uint64_t tmp, obj, c;
     asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[hdisp](%[c]), %[obj]\n\t"
                                                              "testq %[obj], %[obj]\n\t"
-                                                             "jz %l[fail]\n\t"
-                                                             "movq (%[obj], %[fp]), %[tmp]\n\t"
+                                                             "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT(
+                                                                 "obj", "tmp")
                                                              "addq $1, %c[sdisp](%[c])\n\t"
                                                              "movq %[tmp], %c[hdisp](%[c])\n\t"
                                                              "2:\n\t"
                       : [tmp] "=&r"(tmp), [obj] "=&r"(obj), [c] "=&r"(c)
                       : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
                         [entry] "r"(entry), [fp] "r"(fp_offset), [hdisp] "i"(head_disp),
-                        [sdisp] "i"(stat_disp), [restarts] "m"(g_rseq_restarts)
+                        [sdisp] "i"(stat_disp),
+                        [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_SECRET(secret)
                       : "memory", "cc"
                       : fail);
+    (void)secret;
     return reinterpret_cast<void *>(obj);
 fail:
     return nullptr;
@@ -268,22 +296,24 @@ fail:
 template <int head_disp, int guard_disp, int stat_disp>
 SLABKIT_ALWAYS_INLINE bool rseq_push_list_if(const void *entry, std::atomic<uint32_t> *lock,
                                              unsigned cpu, size_t fp_offset, void *obj,
-                                             const void *guard) {
+                                             const void *guard, uint64_t key) {
     uint64_t tmp, c;
     asm volatile goto(
         SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "cmpq %[guard], %c[gdisp](%[c])\n\t"
                                                "jnz %l[fail]\n\t"
-                                               "movq %c[hdisp](%[c]), %[tmp]\n\t"
-                                               "movq %[tmp], (%[obj], %[fp])\n\t"
+                                               "movq %c[hdisp](%[c]), %[tmp]\n\t" SLABKIT_RSEQ_ENCODE(
+                                                   "tmp") "movq %[tmp], (%[obj], %[fp])\n\t"
                                                "addq $1, %c[sdisp](%[c])\n\t"
                                                "movq %[obj], %c[hdisp](%[c])\n\t"
                                                "2:\n\t"
         : [tmp] "=&r"(tmp), [c] "=&r"(c)
         : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock), [entry] "r"(entry),
           [fp] "r"(fp_offset), [obj] "r"(obj), [guard] "r"(guard), [hdisp] "i"(head_disp),
-          [gdisp] "i"(guard_disp), [sdisp] "i"(stat_disp), [restarts] "m"(g_rseq_restarts)
+          [gdisp] "i"(guard_disp), [sdisp] "i"(stat_disp),
+          [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
         : "memory", "cc"
         : fail);
+    (void)key;
     return true;
 fail:
     return false;

@@ -175,9 +175,13 @@ page *grow_begin(slab_kmem_cache *s, int node) {
     unsigned offset = colour * s->colour_off;
     char *base = static_cast<char *>(mem) + offset;
     freelist_idx *fl = nullptr;
+    // Allocation hands the objects out in the array's order: address order, or a random one
+    // (core/hardening.hpp, the kernel's shuffled freelist).
+    const hardening::object_order order(s->objects, hardening::new_slab_seed());
     switch (s->place) {
     case freelist_place::objfreelist:
-        fl = reinterpret_cast<freelist_idx *>(base + uint64_t{s->objects - 1} * s->size);
+        // In the object handed out last.
+        fl = reinterpret_cast<freelist_idx *>(base + uint64_t{order.last()} * s->size);
         break;
     case freelist_place::off_slab:
         fl = static_cast<freelist_idx *>(alloc_meta(s->freelist_size, node));
@@ -191,11 +195,12 @@ page *grow_begin(slab_kmem_cache *s, int node) {
                                               s->freelist_size);
         break;
     }
-    // The objects in address order: allocation hands them out first to last.
-    for (uint32_t i = 0; i < s->objects; ++i) {
-        if (s->ctor) s->ctor(base + uint64_t{i} * s->size + s->debug_offset);
-        fl[i] = static_cast<freelist_idx>(i);
+    if (s->ctor) {
+        for (uint32_t i = 0; i < s->objects; ++i)
+            s->ctor(base + uint64_t{i} * s->size + s->debug_offset);
     }
+    uint32_t next = 0;
+    order.for_each([&](uint32_t i) { fl[next++] = static_cast<freelist_idx>(i); });
     pg->priv[0] = reinterpret_cast<uintptr_t>(fl);
     set_slab_active(pg, 0);
     mark_slab(s, pg, offset);

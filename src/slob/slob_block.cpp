@@ -4,6 +4,8 @@
 #include "page/page_allocator.hpp"
 #include "slob/slob_internal.hpp"
 
+#include <cstring>
+
 namespace slabkit::slob {
 
 namespace {
@@ -199,7 +201,7 @@ void add_page(void *mem, size_t bytes) {
     count(NEW_PAGES);
 }
 
-free_error block_free(void *block, size_t bytes, void **page_out) {
+free_error block_free(void *block, size_t bytes, void **page_out, bool zero) {
     *page_out = nullptr;
     auto *b = static_cast<slobidx *>(block);
     page *pg = virt_to_page(block);
@@ -210,6 +212,7 @@ free_error block_free(void *block, size_t bytes, void **page_out) {
         return free_error::overlaps_free_block;
 
     if (free_units(pg) == 0) {
+        if (zero) memset(block, 0, bytes);
         // The page was full: the block becomes its only free block.
         if (free_units(pg) + static_cast<unsigned>(units) == kPageUnits) {
             *page_out = page_to_virt(pg);
@@ -236,6 +239,7 @@ free_error block_free(void *block, size_t bytes, void **page_out) {
     }
     if (prev && prev + slob_units(prev) > b) return free_error::overlaps_free_block;
     if (b + units > next) return free_error::overlaps_free_block;
+    if (zero) memset(block, 0, bytes); // init on free, now that the block is known to be in use
 
     if (free_units(pg) + static_cast<unsigned>(units) == kPageUnits) {
         // Every block of the page is free: it goes straight back to the page allocator.

@@ -2,6 +2,7 @@
 // counted, and listed where SLOB can find them), object allocation with constructors run on
 // each, kmalloc with its size header, ksize, statistics, the invariant checker and fork.
 #include "core/debug.hpp"
+#include "core/hardening.hpp"
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "page/page_allocator.hpp"
@@ -256,12 +257,12 @@ void free_big(slob_cache *s, page *pg, void *obj) {
     s->stats[FREES].add();
 }
 
-void free_small(slob_cache *s, void *obj) {
+void free_small(slob_cache *s, void *obj, bool zero = false) {
     void *page_out = nullptr;
     free_error err;
     {
         platform::lock_guard guard(lock());
-        err = block_free(obj, s->size, &page_out);
+        err = block_free(obj, s->size, &page_out, zero);
         if (err == free_error::none) {
             --s->live;
             s->stats[FREES].add();
@@ -288,19 +289,28 @@ void free(slob_cache *s, void *obj) {
     if (SLABKIT_UNLIKELY(s->debug)) return debug::free(s, obj, "kmem_cache_free");
     page *pg = slab_page_of(obj);
     char what[256];
+    // Init on free (core/hardening.hpp) once the object is known to be one of s's.
+    const bool zero = s->init & hardening::kInitOnFree;
     if (big(s)) {
-        if (pg && slab_cache(pg) == static_cast<cache *>(s) && page_to_virt(pg) == obj)
+        if (pg && slab_cache(pg) == static_cast<cache *>(s) && page_to_virt(pg) == obj) {
+            if (zero) memset(obj, 0, s->object_size);
             return free_big(s, pg, obj);
+        }
     } else if (pg && slab_cache(pg) == static_cast<cache *>(&g_arena) &&
                reinterpret_cast<uintptr_t>(obj) % s->align == 0) {
-        return free_small(s, obj);
+        return free_small(s, obj, zero);
     }
     report_bad_free("kmem_cache_free", s, obj, diagnose_free(s, obj, what, sizeof what));
 }
 
 void free_to_slab(slob_cache *s, page *pg, void *obj) {
     if (s->debug) return debug::free(s, obj, "kfree");
-    if (!s->arena) return free_big(s, pg, obj); // kfree of an object of a page or more
+    const bool zero = hardening::init_mode() & hardening::kInitOnFree; // init on free
+    if (!s->arena) {
+        // kfree of an object of a page or more
+        if (zero && !s->ctor) memset(obj, 0, s->object_size);
+        return free_big(s, pg, obj);
+    }
     // A kmalloc block: its header says how big.
     auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(obj) - kHeader);
     if ((reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1)) < kHeader ||
@@ -310,6 +320,7 @@ void free_to_slab(slob_cache *s, page *pg, void *obj) {
         return;
     }
     size_t size = h->size;
+    if (zero) memset(obj, 0, size);
     h->check = 0; // a second kfree of it fails the header check
     give_back(h, size + kHeader, "kfree", nullptr, obj);
 }

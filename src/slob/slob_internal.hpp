@@ -29,8 +29,9 @@ void debug_slot_free(cache *c, void *slot);
 void for_each_free_block(page *pg, void (*fn)(unsigned offset, unsigned units, void *arg),
                          void *arg);
 // Under the lock: gives back a block of `bytes` at b; *page_out is the page to return to the
-// page allocator once the lock is dropped (all of it free), or nullptr.
-free_error block_free(void *b, size_t bytes, void **page_out);
+// page allocator once the lock is dropped (all of it free), or nullptr. With `zero`, the block
+// is zeroed once it is known to be in use (init on free).
+free_error block_free(void *b, size_t bytes, void **page_out, bool zero = false);
 
 // Gives a page back to the page allocator (no lock held).
 void release_page(void *mem);

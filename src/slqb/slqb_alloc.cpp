@@ -213,7 +213,7 @@ void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_sla
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
     return platform::rseq_pop_packed<kQueueDisp, kAllocStatDisp>(
-        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, &s->freelist_secret);
 #else
     (void)s;
     (void)cpu_slab;

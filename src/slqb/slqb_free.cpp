@@ -275,7 +275,8 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
     // The CPU's node, as its structure has it (get_cpu), without loading the structure.
     if (!s->numa || page_to_nid(pg) == slots::node_of(cpu) % s->nr_nodes) {
         uint32_t nr = platform::rseq_push_packed<kQueueDisp>(
-            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj);
+            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj,
+            freepointer_key(s, static_cast<char *>(obj) + s->offset));
         if (SLABKIT_LIKELY(nr != 0)) {
             if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
             return;

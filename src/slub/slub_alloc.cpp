@@ -288,7 +288,7 @@ void *alloc_from_cpu_freelist(slub_cache *s, const std::atomic<slub_cpu *> *cpu_
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
     return platform::rseq_pop_list<kFreelistDisp, kAllocFastpathDisp>(
-        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset);
+        &cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, &s->freelist_secret);
 #else
     (void)s;
     (void)cpu_slab;

@@ -275,7 +275,8 @@ void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj) {
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start();
     if (platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
-            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg))
+            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg,
+            freepointer_key(s, static_cast<char *>(obj) + s->offset)))
         return;
 #endif
     return slab_free(s, pg, obj);
