@@ -186,17 +186,16 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero);
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     cache *owner;
     page *pg = slab_page_check<true>(nullptr, p, &owner);
-    if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
+    // Init on free (core/hardening.hpp): the slow path zeroes (a call here would cost the fast
+    // path a stack frame).
+    if (SLABKIT_UNLIKELY(!pg || (owner->init & hardening::kInitOnFree)))
+        return detail::free_slow(p, caller);
     // The block's design is its slab's cache's: objects of several designs may meet here.
     return designs::visit(owner, [&](auto ops, auto *s) {
         if constexpr (own_kmalloc_v<decltype(ops)>) {
             // A design with its own kmalloc (SLOB's size headers): a block it does not know is
             // reported here, naming the caller.
             if (SLABKIT_UNLIKELY(ops.usable_size(s, p) == 0)) return detail::bad_block(p, caller);
-        } else {
-            // Init on free (core/hardening.hpp); p is a checked object start by now. SLOB's
-            // blocks are zeroed where SLOB knows their size.
-            if (SLABKIT_UNLIKELY(s->init & hardening::kInitOnFree)) memset(p, 0, s->object_size);
         }
         ops.free_to_slab(s, pg, p);
     });
