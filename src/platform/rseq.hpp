@@ -199,6 +199,18 @@ fail:
 #define SLABKIT_RSEQ_KEY(key)
 #endif
 
+// The hardening check of every free (SLABKIT_FREELIST_CHECK, core/report.hpp): a push of the
+// list's own first object is a double free, which leaves through %l[twice] before any store.
+#if SLABKIT_FREELIST_CHECK
+#define SLABKIT_RSEQ_CHECK_TWICE(head)                                                             \
+    "cmpq %[obj], %[" head "]\n\t"                                                                 \
+    "je %l[twice]\n\t"
+#else
+#define SLABKIT_RSEQ_CHECK_TWICE(head) ""
+#endif
+// What a push returns when obj was the list's first object already.
+inline constexpr uint32_t kRseqDoubleFree = UINT32_MAX;
+
 // Pops the head of the packed LIFO at c + word_disp (its next pointer `fp_offset` bytes into
 // the object) and bumps the counter at c + stat_disp. nullptr when empty or when the section
 // failed (see above): the caller takes its slow path.
@@ -233,8 +245,8 @@ fail:
 }
 
 // Pushes obj on the packed LIFO at c + word_disp (writing the old head into obj's next pointer
-// first: obj is the caller's, so that store needs no undoing). Returns the new count, or 0 when
-// the section failed.
+// first: obj is the caller's, so that store needs no undoing). Returns the new count, 0 when
+// the section failed, kRseqDoubleFree when obj was the head already (nothing stored).
 template <int word_disp>
 SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<uint32_t> *lock,
                                                 unsigned cpu, size_t fp_offset, void *obj,
@@ -243,8 +255,8 @@ SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<u
     asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[wdisp](%[c]), %[tmp]\n\t"
                                                              "movq %[tmp], %[n]\n\t"
                                                              "shlq $16, %[n]\n\t"
-                                                             "shrq $16, %[n]\n\t" SLABKIT_RSEQ_ENCODE(
-                                                                 "n") "movq %[n], (%[obj], %[fp])\n\t"
+                                                             "shrq $16, %[n]\n\t" SLABKIT_RSEQ_CHECK_TWICE(
+                                                                 "n") SLABKIT_RSEQ_ENCODE("n") "movq %[n], (%[obj], %[fp])\n\t"
                                                              "shrq $48, %[tmp]\n\t"
                                                              "addq $1, %[tmp]\n\t"
                                                              "movq %[tmp], %[n]\n\t"
@@ -257,11 +269,13 @@ SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<u
                         [entry] "r"(entry), [fp] "r"(fp_offset), [obj] "r"(obj),
                         [wdisp] "i"(word_disp), [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
                       : "memory", "cc"
-                      : fail);
+                      : fail, twice);
     (void)key;
     return static_cast<uint32_t>(n);
 fail:
     return 0;
+twice:
+    return kRseqDoubleFree;
 }
 
 // Pops the head of a plain LIFO whose head pointer is at c + head_disp and bumps the counter at
@@ -292,17 +306,18 @@ fail:
 
 // Pushes obj on a plain LIFO whose head pointer is at c + head_disp, if the word at
 // c + guard_disp equals `guard` (SLUB: the object's slab is the CPU's current slab), and bumps
-// the counter at c + stat_disp. False when the guard differs or the section failed.
+// the counter at c + stat_disp. 1 when pushed; 0 when the guard differs or the section failed;
+// kRseqDoubleFree when obj was the head already (nothing stored).
 template <int head_disp, int guard_disp, int stat_disp>
-SLABKIT_ALWAYS_INLINE bool rseq_push_list_if(const void *entry, std::atomic<uint32_t> *lock,
+SLABKIT_ALWAYS_INLINE uint32_t rseq_push_list_if(const void *entry, std::atomic<uint32_t> *lock,
                                              unsigned cpu, size_t fp_offset, void *obj,
                                              const void *guard, uint64_t key) {
     uint64_t tmp, c;
     asm volatile goto(
         SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "cmpq %[guard], %c[gdisp](%[c])\n\t"
                                                "jnz %l[fail]\n\t"
-                                               "movq %c[hdisp](%[c]), %[tmp]\n\t" SLABKIT_RSEQ_ENCODE(
-                                                   "tmp") "movq %[tmp], (%[obj], %[fp])\n\t"
+                                               "movq %c[hdisp](%[c]), %[tmp]\n\t" SLABKIT_RSEQ_CHECK_TWICE(
+                                                   "tmp") SLABKIT_RSEQ_ENCODE("tmp") "movq %[tmp], (%[obj], %[fp])\n\t"
                                                "addq $1, %c[sdisp](%[c])\n\t"
                                                "movq %[obj], %c[hdisp](%[c])\n\t"
                                                "2:\n\t"
@@ -312,11 +327,13 @@ SLABKIT_ALWAYS_INLINE bool rseq_push_list_if(const void *entry, std::atomic<uint
           [gdisp] "i"(guard_disp), [sdisp] "i"(stat_disp),
           [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
         : "memory", "cc"
-        : fail);
+        : fail, twice);
     (void)key;
-    return true;
+    return 1;
 fail:
-    return false;
+    return 0;
+twice:
+    return kRseqDoubleFree;
 }
 
 // An array stack (SLAB's array_cache) in c: a 32-bit count at offset 0, a 32-bit limit at

@@ -199,6 +199,10 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
     else if (slot != kNoSlot)
         c = s->cpu_slab[slot].load(std::memory_order_relaxed);
     if (!c) to_chain = false;
+    // Hardening: the slot's freelist's first object, freed again (a CPU's slot whose critical
+    // section gave up lands here).
+    if (kFreelistCheck && c && SLABKIT_UNLIKELY(obj == c->freelist))
+        return report_double_free(s, obj);
     count(s, c, FREE_SLOWPATH);
 
     slub_node *n = nullptr;
@@ -274,10 +278,11 @@ void free_checked(slub_cache *s, void *obj) {
 void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj) {
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start();
-    if (platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
-            &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg,
-            freepointer_key(s, static_cast<char *>(obj) + s->offset)))
-        return;
+    uint32_t pushed = platform::rseq_push_list_if<kFreelistDisp, kSlabDisp, kFreeFastpathDisp>(
+        &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj, pg,
+        freepointer_key(s, static_cast<char *>(obj) + s->offset));
+    if (SLABKIT_UNLIKELY(pushed == platform::kRseqDoubleFree)) return report_double_free(s, obj);
+    if (SLABKIT_LIKELY(pushed != 0)) return;
 #endif
     return slab_free(s, pg, obj);
 }
