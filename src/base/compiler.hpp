@@ -5,6 +5,9 @@
 #define SLABKIT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SLABKIT_NOINLINE __attribute__((noinline))
 #define SLABKIT_ALWAYS_INLINE inline __attribute__((always_inline))
+// The same for a lambda (after its parameter list): fast paths that dispatch through
+// designs::visit with a lambda must not lose it to an out-of-line clone when it grows.
+#define SLABKIT_LAMBDA_INLINE __attribute__((always_inline))
 #define SLABKIT_COLD __attribute__((cold))
 // Thread-locals use the initial-exec model: no __tls_get_addr call (which may allocate) when
 // slabkit is preloaded, and one instruction to reach them.

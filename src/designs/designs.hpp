@@ -43,7 +43,7 @@ SLABKIT_ALWAYS_INLINE decltype(auto) visit(design d, F &&f) {
 // f(ops, s) with s the cache as its design's descriptor type (e.g. slqb::slqb_cache *).
 template <class F>
 SLABKIT_ALWAYS_INLINE decltype(auto) visit(cache *c, F &&f) {
-    return visit(c->kind, [&](auto ops) -> decltype(auto) {
+    return visit(c->kind, [&](auto ops) SLABKIT_LAMBDA_INLINE -> decltype(auto) {
         using D = decltype(ops);
         return f(ops, static_cast<typename D::cache_type *>(c));
     });

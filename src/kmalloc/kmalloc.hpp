@@ -142,7 +142,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         unsigned i = index_of<T>(size);
         void *p;
-        bool open = designs::visit(d, [&](auto ops) {
+        bool open = designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE {
             // A design with its own kmalloc (SLOB) is served on the slow path.
             if constexpr (own_kmalloc_v<decltype(ops)>) return false;
             auto &set = detail::set_of<T, decltype(ops)>();
@@ -169,7 +169,7 @@ template <class_table T = class_table::kernel>
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = index_of<T>(size);
-        return designs::visit(d, [&](auto ops) -> void * {
+        return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
             auto &set = detail::set_of<T, decltype(ops)>();
             // Init on alloc (core/hardening.hpp): the slow path zeroes.
             if (SLABKIT_UNLIKELY(set.caches[i].init & hardening::kInitOnAlloc)) return nullptr;
@@ -191,7 +191,7 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     if (SLABKIT_UNLIKELY(!pg || (owner->init & hardening::kInitOnFree)))
         return detail::free_slow(p, caller);
     // The block's design is its slab's cache's: objects of several designs may meet here.
-    return designs::visit(owner, [&](auto ops, auto *s) {
+    return designs::visit(owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE {
         if constexpr (own_kmalloc_v<decltype(ops)>) {
             // A design with its own kmalloc (SLOB's size headers): a block it does not know is
             // reported here, naming the caller.
