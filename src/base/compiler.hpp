@@ -20,7 +20,7 @@
 // Build choice (CMake option of the same name): free pointers stored obfuscated
 // (core/hardening.hpp). Here because the platform layer's rseq sections load and store them too.
 #ifndef SLABKIT_FREELIST_HARDENED
-#define SLABKIT_FREELIST_HARDENED 1
+#define SLABKIT_FREELIST_HARDENED 0
 #endif
 
 namespace slabkit {

@@ -30,7 +30,7 @@ bool init_on_free() {
     return v == "free" || v == "alloc,free" || v == "free,alloc";
 }
 bool freelist_random() {
-    return env_or("SLABKIT_FREELIST_RANDOM", "1") != "0";
+    return env_or("SLABKIT_FREELIST_RANDOM", "0") == "1";
 }
 
 // Bytes of p[0..n) that are not 0, read through a volatile pointer (the compiler must not assume
