@@ -423,9 +423,12 @@ void check_free_slot(const cache *c, char *slot) {
 
 constexpr unsigned kQuarantineMax = 1u << 16; // entries; a power of two
 
+// A debug cache's slot (bytes: the cache's slot size), or a design's own kmalloc block (a
+// non-debug cache c, whose debug_free gives it back; bytes: the block's).
 struct quarantined {
     cache *c = nullptr;
     char *slot = nullptr;
+    size_t bytes = 0;
 };
 struct quarantine {
     platform::mutex lock;
@@ -435,16 +438,17 @@ struct quarantine {
 };
 constinit quarantine g_quarantine;
 
-// Gives one slot leaving the quarantine back to its design, checked for writes after free.
-void release(cache *c, char *slot) {
-    check_poison(c, slot, "the quarantine's release");
-    c->debug_free(c, slot);
+// Gives one slot leaving the quarantine back to its design, checked for writes after free (a
+// block of a design's own kmalloc: the design checks it, block_released).
+void release(const quarantined &e) {
+    if (e.c->debug) check_poison(e.c, e.slot, "the quarantine's release");
+    e.c->debug_free(e.c, e.slot);
 }
 
-// Pushes (c, slot); gives back what the budget no longer holds, oldest first.
-void quarantine_push(cache *c, char *slot) {
+// Pushes (c, slot) of `bytes`; gives back what the budget no longer holds, oldest first.
+void quarantine_push(cache *c, char *slot, size_t bytes) {
     const uint64_t budget = quarantine_budget();
-    if (budget == 0) return release(c, slot);
+    if (budget == 0) return release(quarantined{c, slot, bytes});
     quarantine &q = g_quarantine;
     for (;;) {
         quarantined out[16];
@@ -452,23 +456,23 @@ void quarantine_push(cache *c, char *slot) {
         bool pushed = false;
         {
             platform::lock_guard guard(q.lock);
-            while (n < 16 && q.count && (q.count == kQuarantineMax || q.bytes + c->size > budget)) {
+            while (n < 16 && q.count && (q.count == kQuarantineMax || q.bytes + bytes > budget)) {
                 out[n++] = q.ring[q.head];
-                q.bytes -= out[n - 1].c->size;
+                q.bytes -= out[n - 1].bytes;
                 q.head = (q.head + 1) & (kQuarantineMax - 1);
                 --q.count;
             }
-            if (q.count < kQuarantineMax && q.bytes + c->size <= budget) {
-                q.ring[(q.head + q.count) & (kQuarantineMax - 1)] = quarantined{c, slot};
+            if (q.count < kQuarantineMax && q.bytes + bytes <= budget) {
+                q.ring[(q.head + q.count) & (kQuarantineMax - 1)] = quarantined{c, slot, bytes};
                 ++q.count;
-                q.bytes += c->size;
+                q.bytes += bytes;
                 pushed = true;
             }
         }
         // Outside the lock: the designs take their own.
-        for (unsigned i = 0; i < n; ++i) release(out[i].c, out[i].slot);
+        for (unsigned i = 0; i < n; ++i) release(out[i]);
         if (pushed) return;
-        if (n == 0) return release(c, slot); // larger than the whole budget
+        if (n == 0) return release(quarantined{c, slot, bytes}); // larger than the whole budget
     }
 }
 
@@ -624,7 +628,77 @@ void free(cache *c, void *obj, const char *op) {
     state_of(c, slot) = kStateFree;
     set_red(c, slot, kRedInactive);
     if (fills_free(c)) poison(c, slot);
-    quarantine_push(c, slot);
+    quarantine_push(c, slot, c->size);
+}
+
+// ---- blocks of a design's own kmalloc -----------------------------------------------------------
+
+namespace {
+// The report of a block: its object, and the bytes that are wrong.
+void report_block(const cache *c, char *obj, size_t size, const char *kind, const char *where,
+                  size_t off, size_t bad_len, uint8_t expected, const char *op) {
+    text t;
+    begin(t, c, kind);
+    t.add("  block %p (%zu bytes)%s%s\n", static_cast<void *>(obj), size, op ? ", found by " : "",
+          op ? op : "");
+    if (where) {
+        t.add("  first bad byte at object offset %zu (%s), %zu byte%s wrong\n", off, where, bad_len,
+              bad_len == 1 ? "" : "s");
+        size_t n = bad_len < 16 ? bad_len : 16;
+        add_bytes(t, "found:", reinterpret_cast<uint8_t *>(obj + off), n);
+        uint8_t want[16];
+        memset(want, expected, sizeof want);
+        add_bytes(t, "expected:", want, n);
+    }
+    finish(t);
+}
+
+void fill_freed_block(char *obj, size_t size) {
+    const bool zero = init_mode() & kInitFree;
+    memset(obj, zero ? 0 : kPoisonFree, size);
+    if (size) obj[size - 1] = static_cast<char>(zero ? 0 : kPoisonEnd);
+}
+} // namespace
+
+void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero) {
+    memset(obj + size, kRedActive, rz);
+    if (zero || (init_mode() & kInitAlloc))
+        memset(obj, 0, size);
+    else
+        memset(obj, kPoisonInUse, size);
+}
+
+void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
+                const char *op) {
+    size_t len = 0;
+    size_t bad = find_bad(obj, size, rz, kRedActive, &len);
+    if (bad != SIZE_MAX) {
+        report_block(c, obj, size, "red zone after the object overwritten (overflow)",
+                     "right red zone", bad, len, kRedActive, op);
+        memset(obj + size, kRedActive, rz);
+    }
+    fill_freed_block(obj, size);
+    quarantine_push(c, static_cast<char *>(block), bytes);
+}
+
+void block_released(const cache *c, char *obj, size_t size) {
+    const bool zero = init_mode() & kInitFree;
+    const uint8_t body = zero ? 0 : kPoisonFree, last = zero ? 0 : kPoisonEnd;
+    size_t len = 0;
+    uint8_t expected = body;
+    size_t bad = size ? find_bad(obj, 0, size - 1, body, &len) : SIZE_MAX;
+    if (bad == SIZE_MAX && size && static_cast<uint8_t>(obj[size - 1]) != last) {
+        bad = size - 1;
+        len = 1;
+        expected = last;
+    }
+    if (bad == SIZE_MAX) return;
+    report_block(c, obj, size, "write after free (poison overwritten)", "the freed object", bad,
+                 len, expected, "the quarantine's release");
+}
+
+void block_double_free(const cache *c, char *obj, size_t size, const char *op) {
+    report_block(c, obj, size, "double free", nullptr, 0, 0, 0, op);
 }
 
 void drain_quarantine(const cache *c) {
@@ -640,7 +714,7 @@ void drain_quarantine(const cache *c) {
                 quarantined e = q.ring[(q.head + i) & (kQuarantineMax - 1)];
                 if ((!c || e.c == c) && n < 64) {
                     out[n++] = e;
-                    q.bytes -= e.c->size;
+                    q.bytes -= e.bytes;
                 } else {
                     q.ring[(q.head + kept) & (kQuarantineMax - 1)] = e;
                     ++kept;
@@ -648,7 +722,7 @@ void drain_quarantine(const cache *c) {
             }
             q.count = kept;
         }
-        for (unsigned i = 0; i < n; ++i) release(out[i].c, out[i].slot);
+        for (unsigned i = 0; i < n; ++i) release(out[i]);
         if (n < 64) return;
     }
 }

@@ -109,6 +109,26 @@ uint64_t report_leaks(cache *c);
 // One leaked object of debug cache c (its slot), found by `op`, with its allocation site.
 void report_leak(const cache *c, void *slot, const char *op);
 
+// ---- blocks of a design's own kmalloc (SLOB's size-headed blocks) ----------------------------
+//
+// The design lays a debugged block out as | its header | object (size) | right red zone | and
+// marks it so in its header (a freed one differently, while it waits in the quarantine); this
+// layer fills, checks, reports and quarantines. `c` is the design's cache owning the pages
+// (SLOB's arena): reports name it, and its debug_free gives a block back as it leaves the
+// quarantine, after block_released. No owner tracking or tracing for these blocks.
+inline constexpr size_t kBlockRedZone = 8; // at least; the block's rounding after it too
+// A new block: its red zone (rz bytes after the object) active; the object 0x5a unless zeroed.
+void block_alloc(const cache *c, char *obj, size_t size, size_t rz, bool zero);
+// Its free: the red zone checked (an overflow reported, naming op, and repaired), the object
+// poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all, from `block`)
+// quarantined. The design marks the block freed before.
+void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
+                const char *op);
+// As it leaves the quarantine: the poison checked (a write after free reported).
+void block_released(const cache *c, char *obj, size_t size);
+// A free of a block that waits in the quarantine.
+void block_double_free(const cache *c, char *obj, size_t size, const char *op);
+
 // Errors the debug layer found (also counted in slab_errors()).
 uint64_t errors();
 

@@ -150,15 +150,43 @@ namespace {
 size_t table_align(class_table t, size_t size) {
     return t == class_table::malloc || size >= 16 ? 16 : kMinAlign;
 }
+// Whether SLABKIT_DEBUG asks to debug a design's own kmalloc blocks of `size` (SLOB's): by the
+// name the size's class would have in table t (kmalloc-64, malloc-48, ...), looked up once per
+// class.
+constinit std::atomic<uint8_t> g_own_debug[2][kNrMallocClasses > kNrClasses ? kNrMallocClasses
+                                                                             : kNrClasses] = {};
+bool own_block_debug(design d, class_table t, size_t size) {
+    if (!debugging() || size == 0 || size > kMaxCacheSize) return false;
+    const unsigned ti = t == class_table::kernel ? 0 : 1;
+    const unsigned i = t == class_table::kernel ? class_of(size) : malloc_class_of(size);
+    uint8_t v = g_own_debug[ti][i].load(std::memory_order_relaxed); // 0: not looked up yet
+    if (SLABKIT_LIKELY(v != 0)) return v == 2;
+    char base[kNameMax];
+    if (t == class_table::kernel)
+        snprintf(base, sizeof base, "%s", kClassNames[i]);
+    else
+        snprintf(base, sizeof base, "malloc-%zu", sizes_of(t)[i]);
+    char name[kNameMax];
+    internal_cache_name(d, base, name, sizeof name);
+    v = (debug::spec_flags(name) & kDebugFlags) ? 2 : 1;
+    g_own_debug[ti][i].store(v, std::memory_order_relaxed);
+    return v == 2;
+}
+
 // A block from a design's own kmalloc (SLOB's) when it serves `size` at `align`: *served says so.
-void *own_kmalloc(design d, size_t size, size_t align, bool zero, int node, bool *served) {
+void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero, int node,
+                  bool *served) {
     return designs::visit(d, [&](auto ops) -> void * {
         if constexpr (own_kmalloc_v<decltype(ops)>) {
             // Header, size and the rounding to the alignment must fit a page wherever the
-            // alignment puts the block.
-            if (align < kPageSize / 4 && size < kPageSize - 2 * align) {
+            // alignment puts the block; a debugged block has its red zone and rounding too.
+            // (SLOB aligns a power-of-two size to itself.)
+            const bool debug = own_block_debug(d, t, size);
+            const size_t need = debug && (size & (size - 1)) == 0 && size > align ? size : align;
+            if (align < kPageSize / 4 && size < kPageSize &&
+                size + (debug ? 32 : 0) + 2 * need < kPageSize) {
                 *served = true;
-                return ops.kmalloc(size, align, zero, node);
+                return ops.kmalloc(size, align, zero, node, debug);
             }
         }
         *served = false;
@@ -195,7 +223,7 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
     if (has_own_kmalloc(d)) {
         // SLOB: blocks with a size header below a page; a page or more from the page allocator.
         bool served;
-        void *p = own_kmalloc(d, size, table_align(t, size), zero, node, &served);
+        void *p = own_kmalloc(d, t, size, table_align(t, size), zero, node, &served);
         if (served) return p;
     } else if (size <= kMaxCacheSize) {
         cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)
@@ -220,7 +248,8 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
     if (has_own_kmalloc(d)) {
         bool served;
         void *p =
-            own_kmalloc(d, size, align < kMinAlign ? kMinAlign : align, zero, kAnyNode, &served);
+            own_kmalloc(d, class_table::kernel, size, align < kMinAlign ? kMinAlign : align, zero,
+                        kAnyNode, &served);
         if (served) return p;
     } else if (n <= kMaxCacheSize && align <= kPageSize) {
         // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16,
@@ -239,11 +268,6 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
         return page_allocator::global().alloc(order, kAnyNode, zero ? kZero : 0u);
     }
     return large::guarded() ? nullptr : large::alloc(size, align, zero);
-}
-
-void detail::bad_block(void *p, const char *caller) {
-    report_bad_free(caller, nullptr, p,
-                    "not a block kmalloc handed out (no valid size header before it)");
 }
 
 // Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
@@ -265,7 +289,7 @@ void detail::free_slow(void *p, const char *caller) {
             if (SLABKIT_LIKELY(is_object_start(c, pg, p)))
                 return designs::visit(c, [&](auto ops, auto *s) {
                     if constexpr (own_kmalloc_v<decltype(ops)>) {
-                        if (ops.usable_size(s, p) == 0) return bad_block(p, caller);
+                        return ops.kfree(s, pg, p, caller);
                     } else if (s->init & hardening::kInitOnFree) {
                         memset(p, 0, s->object_size);
                     }

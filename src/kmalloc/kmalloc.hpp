@@ -108,8 +108,6 @@ SLABKIT_ALWAYS_INLINE auto &set_of() {
 void *alloc_slow(design d, class_table t, size_t size, bool zero, int node);
 // `caller` names the entry point in a bad-free report ("kfree", "free", ...).
 void free_slow(void *p, const char *caller);
-// Reports p, on a slab page of a design with its own kmalloc, as no block of it.
-SLABKIT_COLD void bad_block(void *p, const char *caller);
 } // namespace detail
 
 // The kernel table's class index serving `size` (1..kMaxCacheSize).
@@ -193,11 +191,12 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     // The block's design is its slab's cache's: objects of several designs may meet here.
     return designs::visit(owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE {
         if constexpr (own_kmalloc_v<decltype(ops)>) {
-            // A design with its own kmalloc (SLOB's size headers): a block it does not know is
-            // reported here, naming the caller.
-            if (SLABKIT_UNLIKELY(ops.usable_size(s, p) == 0)) return detail::bad_block(p, caller);
+            // A design with its own kmalloc (SLOB's size headers) checks its blocks itself and
+            // reports one it does not know, naming the caller.
+            return ops.kfree(s, pg, p, caller);
+        } else {
+            ops.free_to_slab(s, pg, p);
         }
-        ops.free_to_slab(s, pg, p);
     });
 }
 

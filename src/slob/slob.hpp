@@ -96,13 +96,16 @@ void fork_cache(slob_cache *s, fork_op op);
 
 void *alloc(slob_cache *s, int node, bool zero);
 void free(slob_cache *s, void *obj);
-// kfree's path: a block of a SLOB page (or of a cache's whole pages) whose page kfree found.
+// kfree's path: a block of a SLOB page (or of a cache's whole pages) whose page kfree found;
+// kfree names the caller (`op`) in its reports.
 void free_to_slab(slob_cache *s, page *pg, void *obj);
+void kfree(slob_cache *s, page *pg, void *obj, const char *op);
 
 // kmalloc: `size` (>= 1) bytes aligned to `align` (a power of two, 8 at least), zeroed if asked;
 // nullptr when memory is short. The caller sends only sizes with size + 2 x align below a page
-// (header, rounding and alignment fit); larger ones are page blocks.
-void *kmalloc(size_t size, size_t align, bool zero, int node);
+// (header, rounding and alignment fit; with `debug`, 32 bytes more); larger ones are page
+// blocks. `debug`: a block the debug layer checks (red zone, poison, quarantine; slob_cache.cpp).
+void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug);
 // ksize of p, an object start (kfree's check) of a slab page of s: for the arena, a kmalloc
 // block's usable size (the size asked for, rounded up so that the next block starts aligned;
 // 0 if p has no valid header); for a cache, its object size.
@@ -149,8 +152,11 @@ struct ops {
     }
     static void free(slob_cache *s, void *obj) { slob::free(s, obj); }
     static void free_to_slab(slob_cache *s, page *pg, void *obj) { slob::free_to_slab(s, pg, obj); }
-    static void *kmalloc(size_t size, size_t align, bool zero, int node) {
-        return slob::kmalloc(size, align, zero, node);
+    static void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
+        return slob::kmalloc(size, align, zero, node, debug);
+    }
+    static void kfree(slob_cache *s, page *pg, void *p, const char *op) {
+        slob::kfree(s, pg, p, op);
     }
     static size_t usable_size(const slob_cache *s, const void *p) {
         return slob::usable_size(s, p);

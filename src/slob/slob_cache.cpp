@@ -36,6 +36,29 @@ uint32_t check_of(const void *p, uint32_t size) {
     return size ^ static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) >> 3) ^ 0x5105b10cu;
 }
 
+// A kmalloc block under debugging (debug::block_*): | header | object (the size asked for) |
+// red zone (the rest of the block) |, its check word xor-ed with kDebugBlock, and with
+// kQuarantinedBlock instead while it waits in the debug layer's quarantine after its free. Its
+// bytes follow from the size, so a free needs nothing else.
+constexpr uint32_t kDebugBlock = 0xdeb6b10cu;
+constexpr uint32_t kQuarantinedBlock = 0x9a4a7e1du;
+size_t debug_block_bytes(size_t size) {
+    return (kHeader + size + debug::kBlockRedZone + 15) & ~size_t{15};
+}
+enum class header_kind { none, plain, debug, quarantined };
+header_kind header_of(const void *p) {
+    if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader) return header_kind::none;
+    const auto *h =
+        reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader);
+    if (h->size == 0 || h->size + kHeader > kPageSize) return header_kind::none;
+    const uint32_t want = check_of(p, h->size);
+    if (h->check == want) return header_kind::plain;
+    if (h->check == (want ^ kDebugBlock)) return header_kind::debug;
+    if (h->check == (want ^ kQuarantinedBlock)) return header_kind::quarantined;
+    return header_kind::none;
+}
+
+
 unsigned order_for(size_t size) {
     unsigned order = 0;
     while ((kPageSize << order) < size) ++order;
@@ -76,6 +99,16 @@ void give_back(void *b, size_t bytes, const char *op, const cache *c, const void
         report_bad_free(op, c, obj, "a block of that size would run past its page");
 }
 
+// A debugged block leaving the quarantine: its poison checked, then given back.
+void release_debug_block(cache *, void *block) {
+    auto *h = static_cast<kmalloc_header *>(block);
+    char *obj = reinterpret_cast<char *>(h) + kHeader;
+    const size_t size = h->size;
+    debug::block_released(&g_arena, obj, size);
+    h->check = 0;
+    give_back(h, debug_block_bytes(size), "kfree", nullptr, obj);
+}
+
 void setup(slob_cache *s, const cache_args &args) {
     describe_cache(s, args, design::slob);
     compute_object_layout(s, freeptr_place::none);
@@ -111,6 +144,7 @@ void bootstrap() {
     setup(&g_arena, cache_args{name, kMinAlign, kMinAlign, 0, nullptr});
     apply_order(&g_arena, 0);
     g_arena.arena = true;
+    g_arena.debug_free = release_debug_block; // kmalloc blocks under debugging
     registry::add_internal(&g_arena);
     g_booted.store(true, std::memory_order_release);
 }
@@ -304,7 +338,11 @@ void free(slob_cache *s, void *obj) {
 }
 
 void free_to_slab(slob_cache *s, page *pg, void *obj) {
-    if (s->debug) return debug::free(s, obj, "kfree");
+    kfree(s, pg, obj, "kfree");
+}
+
+void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
+    if (s->debug) return debug::free(s, obj, op);
     const bool zero = hardening::init_mode() & hardening::kInitOnFree; // init on free
     if (!s->arena) {
         // kfree of an object of a page or more
@@ -313,21 +351,31 @@ void free_to_slab(slob_cache *s, page *pg, void *obj) {
     }
     // A kmalloc block: its header says how big.
     auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(obj) - kHeader);
-    if ((reinterpret_cast<uintptr_t>(obj) & (kPageSize - 1)) < kHeader ||
-        h->check != check_of(obj, h->size) || h->size == 0 || h->size + kHeader > kPageSize) {
-        report_bad_free("kfree", nullptr, obj,
+    switch (header_of(obj)) {
+    case header_kind::none:
+        report_bad_free(op, nullptr, obj,
                         "not a kmalloc block of a SLOB page (no valid size header before it)");
         return;
+    case header_kind::quarantined:
+        return debug::block_double_free(&g_arena, static_cast<char *>(obj), h->size, op);
+    case header_kind::debug: {
+        const size_t size = h->size, bytes = debug_block_bytes(size);
+        h->check = check_of(obj, h->size) ^ kQuarantinedBlock;
+        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size,
+                                 bytes - kHeader - size, bytes, op);
+    }
+    case header_kind::plain:
+        break;
     }
     size_t size = h->size;
     if (zero) memset(obj, 0, size);
     h->check = 0; // a second kfree of it fails the header check
-    give_back(h, size + kHeader, "kfree", nullptr, obj);
+    give_back(h, size + kHeader, op, nullptr, obj);
 }
 
 // ---- kmalloc ---------------------------------------------------------------------------------
 
-void *kmalloc(size_t size, size_t align, bool zero, int node) {
+void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
     bootstrap();
     if (node != kAnyNode &&
         (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
@@ -340,10 +388,18 @@ void *kmalloc(size_t size, size_t align, bool zero, int node) {
     // and the pages fill with holes that every search walks.
     size_t bytes = size + kHeader;
     if (align <= 16) bytes = (bytes + align - 1) & ~(align - 1);
+    if (debug) bytes = debug_block_bytes(size);
     void *b = block(bytes, align, kHeader, node);
     if (!b) return nullptr;
     auto *h = static_cast<kmalloc_header *>(b);
-    void *p = static_cast<char *>(b) + kHeader;
+    char *p = static_cast<char *>(b) + kHeader;
+    if (debug) {
+        // The size asked for: everything after it is red zone.
+        h->size = static_cast<uint32_t>(size);
+        h->check = check_of(p, h->size) ^ kDebugBlock;
+        debug::block_alloc(&g_arena, p, size, bytes - kHeader - size, zero);
+        return p;
+    }
     // The header keeps the usable size: what was asked for and the rounding after it.
     h->size = static_cast<uint32_t>(bytes - kHeader);
     h->check = check_of(p, h->size);
@@ -353,12 +409,9 @@ void *kmalloc(size_t size, size_t align, bool zero, int node) {
 
 size_t usable_size(const slob_cache *s, const void *p) {
     if (!s->arena) return s->size;
-    const auto *h =
-        reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader);
-    if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader ||
-        h->check != check_of(p, h->size))
-        return 0;
-    return h->size;
+    const header_kind k = header_of(p);
+    if (k != header_kind::plain && k != header_kind::debug) return 0;
+    return reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader)->size;
 }
 
 // ---- statistics -----------------------------------------------------------------------------
