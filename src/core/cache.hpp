@@ -145,6 +145,9 @@ struct cache {
     uint32_t debug_meta = 0;   // the state word's offset in its slot (the tracks follow it)
     void *(*debug_alloc)(cache *c, int node) = nullptr; // one slot, no per-slot structure
     void (*debug_free)(cache *c, void *slot) = nullptr; // gives back one slot
+    // Lists (debug::report_leak) and counts the allocated objects, for a design whose slabs the
+    // debug layer cannot walk (SLOB's shared pages); nullptr for the others.
+    uint64_t (*debug_leaks)(cache *c, const char *op) = nullptr;
 
     // Registry links (under the registry lock).
     cache *reg_next = nullptr;

@@ -558,12 +558,23 @@ void init_slab_objects(cache *c, char *first_slot, uint32_t nr) {
     }
 }
 
+namespace {
+// The design word of a live slot of a debug_fresh cache (SLOB's): the cache's address, scrambled
+// so that no pointer-like data of the program reads as one.
+uintptr_t slot_tag(const cache *c) {
+    return reinterpret_cast<uintptr_t>(c) ^ 0x51ab1eafc0ffee11ull;
+}
+} // namespace
+
 void *alloc(cache *c, int node, bool zero) {
     char *slot = static_cast<char *>(c->debug_alloc(c, node));
     if (!slot) return nullptr;
     if (c->debug_fresh) {
-        // The design reuses free bytes (SLOB): nothing of the slot's free state is kept.
+        // The design reuses free bytes (SLOB): nothing of the slot's free state is kept. The
+        // design word carries the cache's tag while the object is out, so that a walk of the
+        // shared pages can find it (is_live_slot).
         if (c->flags & kStoreUser) memset(tracks_of(c, slot), 0, 2 * sizeof(track));
+        *reinterpret_cast<uintptr_t *>(slot) = slot_tag(c);
     } else {
         check_free_slot(c, slot);
     }
@@ -626,6 +637,7 @@ void free(cache *c, void *obj, const char *op) {
     record(c, slot, 1);
     trace(c, "free", obj);
     state_of(c, slot) = kStateFree;
+    if (c->debug_fresh) *reinterpret_cast<uintptr_t *>(slot) = 0; // no longer c's live object
     set_red(c, slot, kRedInactive);
     if (fills_free(c)) poison(c, slot);
     quarantine_push(c, slot, c->size);
@@ -787,7 +799,14 @@ unsigned validate(cache *c, char *buf, size_t size) {
     return w.problems;
 }
 
+bool is_live_slot(const cache *c, const void *slot) {
+    const auto *s = static_cast<const char *>(slot);
+    return *reinterpret_cast<const uintptr_t *>(s) == slot_tag(c) &&
+           *reinterpret_cast<const uint64_t *>(s + c->debug_meta) == kStateAllocated;
+}
+
 uint64_t report_leaks(cache *c) {
+    if (c->debug && c->debug_fresh && c->debug_leaks) return c->debug_leaks(c, "leak check");
     if (!c->debug || c->debug_fresh) return 0;
     walk w{c, 0, 0, true};
     for_each_slab_in_arena(c, walk_slab, &w);

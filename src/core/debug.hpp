@@ -106,6 +106,10 @@ uint64_t quarantine_bytes();
 unsigned validate(cache *c, char *buf, size_t size);
 // Reports every allocated object of debug cache c with its allocation site (U); returns how many.
 uint64_t report_leaks(cache *c);
+// For designs whose shared pages the debug layer cannot walk (SLOB, cache::debug_leaks): true
+// when `slot` (any address where one of c's slots could start, its c->size bytes readable) is
+// one of c's allocated slots. An allocated slot carries c's tag in its design word.
+bool is_live_slot(const cache *c, const void *slot);
 // One leaked object of debug cache c (its slot), found by `op`, with its allocation site.
 void report_leak(const cache *c, void *slot, const char *op);
 

@@ -99,6 +99,33 @@ void give_back(void *b, size_t bytes, const char *op, const cache *c, const void
         report_bad_free(op, c, obj, "a block of that size would run past its page");
 }
 
+// A debug cache's allocated objects, listed (debug::report_leak, naming op) and counted: the
+// slots that carry its tag (debug::is_live_slot), on its own pages (objects of a page or more) or
+// on the shared ones. Under the lock, so that no block changes meanwhile.
+uint64_t list_debug_leaks(cache *c, const char *op) {
+    auto *s = static_cast<slob_cache *>(c);
+    struct walk {
+        slob_cache *s;
+        const char *op;
+        uint64_t found;
+    } w{s, op, 0};
+    platform::lock_guard guard(lock());
+    for_each_slab_in_arena(
+        big(s) ? static_cast<cache *>(s) : static_cast<cache *>(&g_arena),
+        [](page *pg, void *arg) {
+            auto *wk = static_cast<walk *>(arg);
+            char *base = static_cast<char *>(page_to_virt(pg));
+            const size_t span = kPageSize << (pg->flags() & PG_order_mask);
+            for (size_t off = 0; off + wk->s->size <= span; off += wk->s->align) {
+                if (!debug::is_live_slot(wk->s, base + off)) continue;
+                debug::report_leak(wk->s, base + off, wk->op);
+                ++wk->found;
+            }
+        },
+        &w);
+    return w.found;
+}
+
 // A debugged block leaving the quarantine: its poison checked, then given back.
 void release_debug_block(cache *, void *block) {
     auto *h = static_cast<kmalloc_header *>(block);
@@ -118,6 +145,7 @@ void setup(slob_cache *s, const cache_args &args) {
         s->debug_fresh = true;
         s->debug_alloc = debug_slot_alloc;
         s->debug_free = debug_slot_free;
+        s->debug_leaks = list_debug_leaks;
     }
     // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
     // takes, or one page's worth of smaller objects (their pages are shared: the figures are the
@@ -192,7 +220,10 @@ void destroy(slob_cache *s) {
     // nothing of its owner: the cache counts its live objects, so the leak is reported by count.
     // Objects of a page or more have pages of their own, owned by the cache: those are listed.
     uint64_t listed = 0;
-    if (big(s)) {
+    if (s->debug) {
+        // A debug cache's live objects carry its tag: they can be found and listed.
+        listed = list_debug_leaks(s, "kmem_cache_destroy");
+    } else if (big(s)) {
         struct walk {
             slob_cache *s;
             uint64_t *listed;
