@@ -145,9 +145,10 @@ struct cache {
     uint32_t debug_meta = 0;   // the state word's offset in its slot (the tracks follow it)
     void *(*debug_alloc)(cache *c, int node) = nullptr; // one slot, no per-slot structure
     void (*debug_free)(cache *c, void *slot) = nullptr; // gives back one slot
-    // Lists (debug::report_leak) and counts the allocated objects, for a design whose slabs the
-    // debug layer cannot walk (SLOB's shared pages); nullptr for the others.
-    uint64_t (*debug_leaks)(cache *c, const char *op) = nullptr;
+    // Calls fn(c, slot, arg) for every allocated slot, for a design whose slabs the debug layer
+    // cannot walk (SLOB's shared pages: its slots carry a tag, debug::is_live_slot); nullptr
+    // for the others.
+    void (*debug_walk)(cache *c, void (*fn)(cache *c, char *slot, void *arg), void *arg) = nullptr;
 
     // Registry links (under the registry lock).
     cache *reg_next = nullptr;

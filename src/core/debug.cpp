@@ -790,9 +790,32 @@ void walk_slab(page *pg, void *arg) {
 } // namespace
 
 unsigned validate(cache *c, char *buf, size_t size) {
-    if (!c->debug || c->debug_fresh) return 0; // SLOB's shared pages have no slots to walk
+    if (!c->debug) return 0;
     walk w{c, 0, 0, false};
-    for_each_slab_in_arena(c, walk_slab, &w);
+    if (c->debug_fresh) {
+        // SLOB: its live slots, found by their tag (a free one's bytes are SLOB's).
+        if (!c->debug_walk) return 0;
+        const uint64_t before = g_errors.load(std::memory_order_relaxed);
+        c->debug_walk(
+            c,
+            [](cache *cc, char *slot, void *) {
+                check_red(cc, slot, kRedActive, "validate", nullptr);
+            },
+            nullptr);
+        // And its freed slots still in the quarantine (the only free ones whose bytes are known).
+        {
+            platform::lock_guard guard(g_quarantine.lock);
+            for (uint32_t i = 0; i < g_quarantine.count; ++i) {
+                const quarantined &e = g_quarantine.ring[(g_quarantine.head + i) & (kQuarantineMax - 1)];
+                if (e.c != c) continue;
+                check_red(c, e.slot, kRedInactive, "validate", nullptr);
+                check_poison(c, e.slot, "validate");
+            }
+        }
+        w.problems = static_cast<unsigned>(g_errors.load(std::memory_order_relaxed) - before);
+    } else {
+        for_each_slab_in_arena(c, walk_slab, &w);
+    }
     if (w.problems && buf && size)
         snprintf(buf, size, "%s: %u corrupted debug object%s (reported above)", c->name, w.problems,
                  w.problems == 1 ? "" : "s");
@@ -805,8 +828,22 @@ bool is_live_slot(const cache *c, const void *slot) {
            *reinterpret_cast<const uint64_t *>(s + c->debug_meta) == kStateAllocated;
 }
 
-uint64_t report_leaks(cache *c) {
-    if (c->debug && c->debug_fresh && c->debug_leaks) return c->debug_leaks(c, "leak check");
+uint64_t report_leaks(cache *c, const char *op) {
+    if (c->debug && c->debug_fresh && c->debug_walk) {
+        struct count {
+            const char *op;
+            uint64_t n;
+        } k{op, 0};
+        c->debug_walk(
+            c,
+            [](cache *cc, char *slot, void *arg) {
+                auto *kk = static_cast<count *>(arg);
+                report_leak(cc, slot, kk->op);
+                ++kk->n;
+            },
+            &k);
+        return k.n;
+    }
     if (!c->debug || c->debug_fresh) return 0;
     walk w{c, 0, 0, true};
     for_each_slab_in_arena(c, walk_slab, &w);

@@ -104,9 +104,10 @@ uint64_t quarantine_bytes();
 // Returns the number of problems, each reported as a bad object is; the first few described in
 // buf too.
 unsigned validate(cache *c, char *buf, size_t size);
-// Reports every allocated object of debug cache c with its allocation site (U); returns how many.
-uint64_t report_leaks(cache *c);
-// For designs whose shared pages the debug layer cannot walk (SLOB, cache::debug_leaks): true
+// Reports every allocated object of debug cache c with its allocation site (U), naming op;
+// returns how many.
+uint64_t report_leaks(cache *c, const char *op = "leak check");
+// For designs whose shared pages the debug layer cannot walk (SLOB, cache::debug_walk): true
 // when `slot` (any address where one of c's slots could start, its c->size bytes readable) is
 // one of c's allocated slots. An allocated slot carries c's tag in its design word.
 bool is_live_slot(const cache *c, const void *slot);

@@ -99,31 +99,27 @@ void give_back(void *b, size_t bytes, const char *op, const cache *c, const void
         report_bad_free(op, c, obj, "a block of that size would run past its page");
 }
 
-// A debug cache's allocated objects, listed (debug::report_leak, naming op) and counted: the
-// slots that carry its tag (debug::is_live_slot), on its own pages (objects of a page or more) or
-// on the shared ones. Under the lock, so that no block changes meanwhile.
-uint64_t list_debug_leaks(cache *c, const char *op) {
+// A debug cache's allocated slots (cache::debug_walk): those that carry its tag
+// (debug::is_live_slot), on its own pages (objects of a page or more) or on the shared ones.
+// Under the lock, so that no block changes meanwhile.
+void walk_debug_slots(cache *c, void (*fn)(cache *c, char *slot, void *arg), void *arg) {
     auto *s = static_cast<slob_cache *>(c);
     struct walk {
         slob_cache *s;
-        const char *op;
-        uint64_t found;
-    } w{s, op, 0};
+        void (*fn)(cache *, char *, void *);
+        void *arg;
+    } w{s, fn, arg};
     platform::lock_guard guard(lock());
     for_each_slab_in_arena(
         big(s) ? static_cast<cache *>(s) : static_cast<cache *>(&g_arena),
-        [](page *pg, void *arg) {
-            auto *wk = static_cast<walk *>(arg);
+        [](page *pg, void *wa) {
+            auto *wk = static_cast<walk *>(wa);
             char *base = static_cast<char *>(page_to_virt(pg));
             const size_t span = kPageSize << (pg->flags() & PG_order_mask);
-            for (size_t off = 0; off + wk->s->size <= span; off += wk->s->align) {
-                if (!debug::is_live_slot(wk->s, base + off)) continue;
-                debug::report_leak(wk->s, base + off, wk->op);
-                ++wk->found;
-            }
+            for (size_t off = 0; off + wk->s->size <= span; off += wk->s->align)
+                if (debug::is_live_slot(wk->s, base + off)) wk->fn(wk->s, base + off, wk->arg);
         },
         &w);
-    return w.found;
 }
 
 // A debugged block leaving the quarantine: its poison checked, then given back.
@@ -145,7 +141,7 @@ void setup(slob_cache *s, const cache_args &args) {
         s->debug_fresh = true;
         s->debug_alloc = debug_slot_alloc;
         s->debug_free = debug_slot_free;
-        s->debug_leaks = list_debug_leaks;
+        s->debug_walk = walk_debug_slots;
     }
     // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
     // takes, or one page's worth of smaller objects (their pages are shared: the figures are the
@@ -222,7 +218,7 @@ void destroy(slob_cache *s) {
     uint64_t listed = 0;
     if (s->debug) {
         // A debug cache's live objects carry its tag: they can be found and listed.
-        listed = list_debug_leaks(s, "kmem_cache_destroy");
+        listed = debug::report_leaks(s, "kmem_cache_destroy");
     } else if (big(s)) {
         struct walk {
             slob_cache *s;
