@@ -149,6 +149,9 @@ struct cache {
     // cannot walk (SLOB's shared pages: its slots carry a tag, debug::is_live_slot); nullptr
     // for the others.
     void (*debug_walk)(cache *c, void (*fn)(cache *c, char *slot, void *arg), void *arg) = nullptr;
+    // Lists (debug::block_leak) and counts the debugged blocks still allocated of a design's own
+    // kmalloc (SLOB's arena); nullptr for the others.
+    uint64_t (*debug_block_leaks)(cache *c, const char *op) = nullptr;
 
     // Registry links (under the registry lock).
     cache *reg_next = nullptr;

@@ -646,9 +646,19 @@ void free(cache *c, void *obj, const char *op) {
 // ---- blocks of a design's own kmalloc -----------------------------------------------------------
 
 namespace {
+// Records the caller's stack into tr (one of a block's tracks). Out of line, as record().
+SLABKIT_NOINLINE void record_block(track *tr) {
+    memset(tr->addrs, 0, sizeof tr->addrs);
+    platform::capture_stack(tr->addrs, kTrackDepth, 1);
+    tr->tid = platform::thread_id();
+    tr->cpu = platform::current_cpu();
+    tr->when_ms = platform::now_coarse_ms();
+}
+
 // The report of a block: its object, and the bytes that are wrong.
 void report_block(const cache *c, char *obj, size_t size, const char *kind, const char *where,
-                  size_t off, size_t bad_len, uint8_t expected, const char *op) {
+                  size_t off, size_t bad_len, uint8_t expected, const char *op,
+                  const track *tracks) {
     text t;
     begin(t, c, kind);
     t.add("  block %p (%zu bytes)%s%s\n", static_cast<void *>(obj), size, op ? ", found by " : "",
@@ -662,6 +672,10 @@ void report_block(const cache *c, char *obj, size_t size, const char *kind, cons
         memset(want, expected, sizeof want);
         add_bytes(t, "expected:", want, n);
     }
+    if (tracks) {
+        add_track(t, "allocated", tracks[0]);
+        add_track(t, "freed", tracks[1]);
+    }
     finish(t);
 }
 
@@ -672,7 +686,11 @@ void fill_freed_block(char *obj, size_t size) {
 }
 } // namespace
 
-void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero) {
+void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero, track *tracks) {
+    if (tracks) {
+        record_block(&tracks[0]);
+        memset(&tracks[1], 0, sizeof(track));
+    }
     memset(obj + size, kRedActive, rz);
     if (zero || (init_mode() & kInitAlloc))
         memset(obj, 0, size);
@@ -681,19 +699,20 @@ void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero) {
 }
 
 void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
-                const char *op) {
+                const char *op, track *tracks) {
+    if (tracks) record_block(&tracks[1]);
     size_t len = 0;
     size_t bad = find_bad(obj, size, rz, kRedActive, &len);
     if (bad != SIZE_MAX) {
         report_block(c, obj, size, "red zone after the object overwritten (overflow)",
-                     "right red zone", bad, len, kRedActive, op);
+                     "right red zone", bad, len, kRedActive, op, tracks);
         memset(obj + size, kRedActive, rz);
     }
     fill_freed_block(obj, size);
     quarantine_push(c, static_cast<char *>(block), bytes);
 }
 
-void block_released(const cache *c, char *obj, size_t size) {
+void block_released(const cache *c, char *obj, size_t size, const track *tracks) {
     const bool zero = init_mode() & kInitFree;
     const uint8_t body = zero ? 0 : kPoisonFree, last = zero ? 0 : kPoisonEnd;
     size_t len = 0;
@@ -706,11 +725,20 @@ void block_released(const cache *c, char *obj, size_t size) {
     }
     if (bad == SIZE_MAX) return;
     report_block(c, obj, size, "write after free (poison overwritten)", "the freed object", bad,
-                 len, expected, "the quarantine's release");
+                 len, expected, "the quarantine's release", tracks);
 }
 
-void block_double_free(const cache *c, char *obj, size_t size, const char *op) {
-    report_block(c, obj, size, "double free", nullptr, 0, 0, 0, op);
+void block_double_free(const cache *c, char *obj, size_t size, const char *op,
+                       const track *tracks) {
+    report_block(c, obj, size, "double free", nullptr, 0, 0, 0, op, tracks);
+}
+
+void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks) {
+    text t;
+    t.add("slabkit: %s(%s): block %p (%zu bytes) is still allocated\n", op, c->name,
+          static_cast<void *>(obj), size);
+    if (tracks) add_track(t, "allocated", tracks[0]);
+    platform::write_stderr(t.buf, t.len);
 }
 
 void drain_quarantine(const cache *c) {
@@ -829,6 +857,7 @@ bool is_live_slot(const cache *c, const void *slot) {
 }
 
 uint64_t report_leaks(cache *c, const char *op) {
+    if (!c->debug && c->debug_block_leaks) return c->debug_block_leaks(c, op);
     if (c->debug && c->debug_fresh && c->debug_walk) {
         struct count {
             const char *op;

@@ -120,19 +120,25 @@ void report_leak(const cache *c, void *slot, const char *op);
 // marks it so in its header (a freed one differently, while it waits in the quarantine); this
 // layer fills, checks, reports and quarantines. `c` is the design's cache owning the pages
 // (SLOB's arena): reports name it, and its debug_free gives a block back as it leaves the
-// quarantine, after block_released. No owner tracking or tracing for these blocks.
+// quarantine, after block_released. With owner tracking (U) the design keeps two tracks
+// (kBlockTracks bytes) in the block, passed as `tracks` (nullptr: none); no tracing (T).
 inline constexpr size_t kBlockRedZone = 8; // at least; the block's rounding after it too
-// A new block: its red zone (rz bytes after the object) active; the object 0x5a unless zeroed.
-void block_alloc(const cache *c, char *obj, size_t size, size_t rz, bool zero);
-// Its free: the red zone checked (an overflow reported, naming op, and repaired), the object
-// poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all, from `block`)
-// quarantined. The design marks the block freed before.
+inline constexpr size_t kBlockTracks = 2 * sizeof(track);
+// A new block: its red zone (rz bytes after the object) active; the object 0x5a unless zeroed;
+// its allocation recorded.
+void block_alloc(const cache *c, char *obj, size_t size, size_t rz, bool zero, track *tracks);
+// Its free: the red zone checked (an overflow reported, naming op, and repaired), the free
+// recorded, the object poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all,
+// from `block`) quarantined. The design marks the block freed before.
 void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
-                const char *op);
+                const char *op, track *tracks);
 // As it leaves the quarantine: the poison checked (a write after free reported).
-void block_released(const cache *c, char *obj, size_t size);
+void block_released(const cache *c, char *obj, size_t size, const track *tracks);
 // A free of a block that waits in the quarantine.
-void block_double_free(const cache *c, char *obj, size_t size, const char *op);
+void block_double_free(const cache *c, char *obj, size_t size, const char *op,
+                       const track *tracks);
+// A block still allocated (SLABKIT_LEAKS=exit), with its allocation site.
+void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 
 // Errors the debug layer found (also counted in slab_errors()).
 uint64_t errors();

@@ -101,10 +101,11 @@ struct design_stats {
 // Optional: a design that serves kmalloc itself, not through kmalloc's class caches (SLOB: a
 // size header before each block, as the kernel's SLOB kept it), declares
 // `static constexpr bool own_kmalloc = true` and offers
-//   kmalloc(size, align, zero, node, debug)
+//   kmalloc(size, align, zero, node, debug_flags)
 //                                      a block of size bytes (size + 2 x align below a page,
-//                                      32 more with debug), aligned to align (8 or more), or
-//                                      nullptr; debug: laid out for the debug layer's checks
+//                                      32 more with debug flags, and debug::kBlockTracks with
+//                                      U), aligned to align (8 or more), or nullptr; with debug
+//                                      flags laid out for the debug layer's checks
 //                                      (debug::block_*);
 //   kfree(s, pg, p, op)                frees p, an object start of slab page pg of s, checking
 //                                      it first: a block it did not hand out is reported naming

@@ -150,17 +150,17 @@ namespace {
 size_t table_align(class_table t, size_t size) {
     return t == class_table::malloc || size >= 16 ? 16 : kMinAlign;
 }
-// Whether SLABKIT_DEBUG asks to debug a design's own kmalloc blocks of `size` (SLOB's): by the
-// name the size's class would have in table t (kmalloc-64, malloc-48, ...), looked up once per
-// class.
-constinit std::atomic<uint8_t> g_own_debug[2][kNrMallocClasses > kNrClasses ? kNrMallocClasses
-                                                                             : kNrClasses] = {};
-bool own_block_debug(design d, class_table t, size_t size) {
-    if (!debugging() || size == 0 || size > kMaxCacheSize) return false;
+// The debug flags SLABKIT_DEBUG gives a design's own kmalloc blocks of `size` (SLOB's): those
+// of the name the size's class would have in table t (kmalloc-64, malloc-48, ...), looked up
+// once per class (stored plus one: 0 is "not looked up yet").
+constinit std::atomic<uint32_t> g_own_debug[2][kNrMallocClasses > kNrClasses ? kNrMallocClasses
+                                                                              : kNrClasses] = {};
+unsigned own_block_debug(design d, class_table t, size_t size) {
+    if (!debugging() || size == 0 || size > kMaxCacheSize) return 0;
     const unsigned ti = t == class_table::kernel ? 0 : 1;
     const unsigned i = t == class_table::kernel ? class_of(size) : malloc_class_of(size);
-    uint8_t v = g_own_debug[ti][i].load(std::memory_order_relaxed); // 0: not looked up yet
-    if (SLABKIT_LIKELY(v != 0)) return v == 2;
+    uint32_t v = g_own_debug[ti][i].load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(v != 0)) return v - 1;
     char base[kNameMax];
     if (t == class_table::kernel)
         snprintf(base, sizeof base, "%s", kClassNames[i]);
@@ -168,9 +168,9 @@ bool own_block_debug(design d, class_table t, size_t size) {
         snprintf(base, sizeof base, "malloc-%zu", sizes_of(t)[i]);
     char name[kNameMax];
     internal_cache_name(d, base, name, sizeof name);
-    v = (debug::spec_flags(name) & kDebugFlags) ? 2 : 1;
-    g_own_debug[ti][i].store(v, std::memory_order_relaxed);
-    return v == 2;
+    const unsigned flags = debug::spec_flags(name) & kDebugFlags;
+    g_own_debug[ti][i].store(flags + 1, std::memory_order_relaxed);
+    return flags;
 }
 
 // A block from a design's own kmalloc (SLOB's) when it serves `size` at `align`: *served says so.
@@ -181,12 +181,13 @@ void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero,
             // Header, size and the rounding to the alignment must fit a page wherever the
             // alignment puts the block; a debugged block has its red zone and rounding too.
             // (SLOB aligns a power-of-two size to itself.)
-            const bool debug = own_block_debug(d, t, size);
-            const size_t need = debug && (size & (size - 1)) == 0 && size > align ? size : align;
-            if (align < kPageSize / 4 && size < kPageSize &&
-                size + (debug ? 32 : 0) + 2 * need < kPageSize) {
+            const unsigned flags = own_block_debug(d, t, size);
+            const size_t extra =
+                flags ? 32 + ((flags & kStoreUser) ? debug::kBlockTracks : 0) : 0;
+            const size_t need = flags && (size & (size - 1)) == 0 && size > align ? size : align;
+            if (align < kPageSize / 4 && size < kPageSize && size + extra + 2 * need < kPageSize) {
                 *served = true;
-                return ops.kmalloc(size, align, zero, node, debug);
+                return ops.kmalloc(size, align, zero, node, flags);
             }
         }
         *served = false;

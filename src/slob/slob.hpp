@@ -103,9 +103,10 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op);
 
 // kmalloc: `size` (>= 1) bytes aligned to `align` (a power of two, 8 at least), zeroed if asked;
 // nullptr when memory is short. The caller sends only sizes with size + 2 x align below a page
-// (header, rounding and alignment fit; with `debug`, 32 bytes more); larger ones are page
-// blocks. `debug`: a block the debug layer checks (red zone, poison, quarantine; slob_cache.cpp).
-void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug);
+// (header, rounding and alignment fit; with debug flags, 32 bytes more, and the tracks with U);
+// larger ones are page blocks. debug_flags (the spec's for the size's class): a block the debug
+// layer checks (red zone, poison, quarantine, owner tracking with U; slob_cache.cpp).
+void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_flags);
 // ksize of p, an object start (kfree's check) of a slab page of s: for the arena, a kmalloc
 // block's usable size (the size asked for, rounded up so that the next block starts aligned;
 // 0 if p has no valid header); for a cache, its object size.
@@ -152,8 +153,8 @@ struct ops {
     }
     static void free(slob_cache *s, void *obj) { slob::free(s, obj); }
     static void free_to_slab(slob_cache *s, page *pg, void *obj) { slob::free_to_slab(s, pg, obj); }
-    static void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
-        return slob::kmalloc(size, align, zero, node, debug);
+    static void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_flags) {
+        return slob::kmalloc(size, align, zero, node, debug_flags);
     }
     static void kfree(slob_cache *s, page *pg, void *p, const char *op) {
         slob::kfree(s, pg, p, op);

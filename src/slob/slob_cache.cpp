@@ -37,25 +37,51 @@ uint32_t check_of(const void *p, uint32_t size) {
 }
 
 // A kmalloc block under debugging (debug::block_*): | header | object (the size asked for) |
-// red zone (the rest of the block) |, its check word xor-ed with kDebugBlock, and with
-// kQuarantinedBlock instead while it waits in the debug layer's quarantine after its free. Its
-// bytes follow from the size, so a free needs nothing else.
-constexpr uint32_t kDebugBlock = 0xdeb6b10cu;
-constexpr uint32_t kQuarantinedBlock = 0x9a4a7e1du;
+// red zone (up to the next 16 bytes, 8 at least) | with owner tracking (U) two tracks |, its
+// check word xor-ed with one of the marks below: debugged, with or without tracks, and
+// quarantined (waiting in the debug layer's quarantine after its free). Its bytes follow from
+// the size and the mark, so a free needs nothing else.
+enum block_mark : uint32_t {
+    kDebugBlock = 0xdeb6b10cu,
+    kTrackedBlock = 0x7ac4b10cu,
+    kQuarantinedBlock = 0x9a4a7e1du,
+    kQuarantinedTrackedBlock = 0x9a4a7ac4u,
+};
 size_t debug_block_bytes(size_t size) {
     return (kHeader + size + debug::kBlockRedZone + 15) & ~size_t{15};
 }
 enum class header_kind { none, plain, debug, quarantined };
-header_kind header_of(const void *p) {
-    if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader) return header_kind::none;
+struct header_info {
+    header_kind kind = header_kind::none;
+    bool tracked = false;
+};
+header_info header_of(const void *p) {
+    if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader) return {};
     const auto *h =
         reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader);
-    if (h->size == 0 || h->size + kHeader > kPageSize) return header_kind::none;
+    if (h->size == 0 || h->size + kHeader > kPageSize) return {};
     const uint32_t want = check_of(p, h->size);
-    if (h->check == want) return header_kind::plain;
-    if (h->check == (want ^ kDebugBlock)) return header_kind::debug;
-    if (h->check == (want ^ kQuarantinedBlock)) return header_kind::quarantined;
-    return header_kind::none;
+    if (h->check == want) return {header_kind::plain, false};
+    switch (h->check ^ want) {
+    case kDebugBlock:
+        return {header_kind::debug, false};
+    case kTrackedBlock:
+        return {header_kind::debug, true};
+    case kQuarantinedBlock:
+        return {header_kind::quarantined, false};
+    case kQuarantinedTrackedBlock:
+        return {header_kind::quarantined, true};
+    default:
+        return {};
+    }
+}
+// A debugged block's tracks, after its red zone.
+debug::track *tracks_of_block(kmalloc_header *h) {
+    return reinterpret_cast<debug::track *>(reinterpret_cast<char *>(h) +
+                                            debug_block_bytes(h->size));
+}
+size_t block_bytes(const kmalloc_header *h, bool tracked) {
+    return debug_block_bytes(h->size) + (tracked ? debug::kBlockTracks : 0);
 }
 
 
@@ -126,10 +152,37 @@ void walk_debug_slots(cache *c, void (*fn)(cache *c, char *slot, void *arg), voi
 void release_debug_block(cache *, void *block) {
     auto *h = static_cast<kmalloc_header *>(block);
     char *obj = reinterpret_cast<char *>(h) + kHeader;
-    const size_t size = h->size;
-    debug::block_released(&g_arena, obj, size);
+    const bool tracked = header_of(obj).tracked;
+    debug::block_released(&g_arena, obj, h->size, tracked ? tracks_of_block(h) : nullptr);
+    const size_t bytes = block_bytes(h, tracked);
     h->check = 0;
-    give_back(h, debug_block_bytes(size), "kfree", nullptr, obj);
+    give_back(h, bytes, "kfree", nullptr, obj);
+}
+
+// SLABKIT_LEAKS=exit: the debugged blocks still allocated, found by their headers on SLOB's
+// pages (a header's check word depends on its address and size: nothing else reads as one).
+uint64_t list_block_leaks(cache *, const char *op) {
+    struct walk {
+        const char *op;
+        uint64_t found;
+    } w{op, 0};
+    platform::lock_guard guard(lock());
+    for_each_slab_in_arena(
+        &g_arena,
+        [](page *pg, void *wa) {
+            auto *wk = static_cast<walk *>(wa);
+            char *base = static_cast<char *>(page_to_virt(pg));
+            for (size_t off = kHeader; off < kPageSize; off += kHeader) {
+                const header_info hi = header_of(base + off);
+                if (hi.kind != header_kind::debug) continue;
+                auto *h = reinterpret_cast<kmalloc_header *>(base + off - kHeader);
+                debug::block_leak(&g_arena, base + off, h->size, wk->op,
+                                  hi.tracked ? tracks_of_block(h) : nullptr);
+                ++wk->found;
+            }
+        },
+        &w);
+    return w.found;
 }
 
 void setup(slob_cache *s, const cache_args &args) {
@@ -169,6 +222,7 @@ void bootstrap() {
     apply_order(&g_arena, 0);
     g_arena.arena = true;
     g_arena.debug_free = release_debug_block; // kmalloc blocks under debugging
+    g_arena.debug_block_leaks = list_block_leaks;
     registry::add_internal(&g_arena);
     g_booted.store(true, std::memory_order_release);
 }
@@ -378,18 +432,21 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
     }
     // A kmalloc block: its header says how big.
     auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(obj) - kHeader);
-    switch (header_of(obj)) {
+    const header_info hi = header_of(obj);
+    debug::track *tracks = hi.tracked ? tracks_of_block(h) : nullptr;
+    switch (hi.kind) {
     case header_kind::none:
         report_bad_free(op, nullptr, obj,
                         "not a kmalloc block of a SLOB page (no valid size header before it)");
         return;
     case header_kind::quarantined:
-        return debug::block_double_free(&g_arena, static_cast<char *>(obj), h->size, op);
+        return debug::block_double_free(&g_arena, static_cast<char *>(obj), h->size, op, tracks);
     case header_kind::debug: {
-        const size_t size = h->size, bytes = debug_block_bytes(size);
-        h->check = check_of(obj, h->size) ^ kQuarantinedBlock;
-        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size,
-                                 bytes - kHeader - size, bytes, op);
+        const size_t size = h->size, rz = debug_block_bytes(size) - kHeader - size;
+        const size_t bytes = block_bytes(h, hi.tracked);
+        h->check = check_of(obj, h->size) ^ (hi.tracked ? kQuarantinedTrackedBlock : kQuarantinedBlock);
+        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz, bytes, op,
+                                 tracks);
     }
     case header_kind::plain:
         break;
@@ -402,7 +459,7 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
 
 // ---- kmalloc ---------------------------------------------------------------------------------
 
-void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
+void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_flags) {
     bootstrap();
     if (node != kAnyNode &&
         (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
@@ -415,7 +472,8 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
     // and the pages fill with holes that every search walks.
     size_t bytes = size + kHeader;
     if (align <= 16) bytes = (bytes + align - 1) & ~(align - 1);
-    if (debug) bytes = debug_block_bytes(size);
+    const bool debug = debug_flags != 0, tracked = (debug_flags & kStoreUser) != 0;
+    if (debug) bytes = debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
     void *b = block(bytes, align, kHeader, node);
     if (!b) return nullptr;
     auto *h = static_cast<kmalloc_header *>(b);
@@ -423,8 +481,9 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
     if (debug) {
         // The size asked for: everything after it is red zone.
         h->size = static_cast<uint32_t>(size);
-        h->check = check_of(p, h->size) ^ kDebugBlock;
-        debug::block_alloc(&g_arena, p, size, bytes - kHeader - size, zero);
+        h->check = check_of(p, h->size) ^ (tracked ? kTrackedBlock : kDebugBlock);
+        debug::block_alloc(&g_arena, p, size, debug_block_bytes(size) - kHeader - size, zero,
+                           tracked ? tracks_of_block(h) : nullptr);
         return p;
     }
     // The header keeps the usable size: what was asked for and the rounding after it.
@@ -436,7 +495,7 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, bool debug) {
 
 size_t usable_size(const slob_cache *s, const void *p) {
     if (!s->arena) return s->size;
-    const header_kind k = header_of(p);
+    const header_kind k = header_of(p).kind;
     if (k != header_kind::plain && k != header_kind::debug) return 0;
     return reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader)->size;
 }

@@ -241,11 +241,11 @@ TEST(Slob, ConstructorRunsOnEveryAllocation) {
 
 TEST(Slob, KmallocHeaderHoldsTheSize) {
     bootstrap();
-    void *p = kmalloc(100, 16, false, kAnyNode, false);
+    void *p = kmalloc(100, 16, false, kAnyNode, 0);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
     EXPECT_EQ(usable_size(&arena(), p), 104u);    // 100 + 8-byte header, rounded to 16, less it
-    void *q = kmalloc(1024, 16, false, kAnyNode, false); // a power of two: naturally aligned
+    void *q = kmalloc(1024, 16, false, kAnyNode, 0); // a power of two: naturally aligned
     EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 1024, 0u);
     EXPECT_EQ(usable_size(&arena(), q), 1024u);
     EXPECT_EQ(usable_size(&arena(), static_cast<char *>(p) + 16), 0u); // no header there
@@ -295,7 +295,7 @@ TEST(Slob, StressKeepsInvariants) {
                         mine[k] = mine.back();
                         mine.pop_back();
                     } else if (rng() % 3 == 0) {
-                        mine.emplace_back(-1, kmalloc(1 + rng() % 2000, 16, false, kAnyNode, false));
+                        mine.emplace_back(-1, kmalloc(1 + rng() % 2000, 16, false, kAnyNode, 0));
                     } else {
                         int ci = static_cast<int>(rng() % caches.size());
                         mine.emplace_back(
