@@ -43,7 +43,7 @@ slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, 
 
 // Init on alloc (core/hardening.hpp) is a zeroing allocation.
 SLABKIT_ALWAYS_INLINE bool zeroing(const cache *c, unsigned gfp) {
-    return (gfp & SLABKIT_GFP_ZERO) || (c->init & hardening::kInitOnAlloc);
+    return (gfp & SLABKIT_GFP_ZERO) || (init_bits(c) & hardening::kInitOnAlloc);
 }
 
 // Init on free (core/hardening.hpp): the object checked as one of s's (a bad free is reported
@@ -60,7 +60,7 @@ SLABKIT_NOINLINE void free_zeroed(Ops ops, S *s, void *obj) {
 }
 
 SLABKIT_ALWAYS_INLINE bool zeroing_free(const cache *c) {
-    return (c->init & hardening::kInitOnFree) != 0;
+    return (init_bits(c) & hardening::kInitOnFree) != 0;
 }
 
 // f(ops, s) on the cache's own design (designs::visit).
@@ -94,8 +94,7 @@ void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
 }
 
 void *slabkit_cache_alloc_node(slabkit_cache *c, unsigned gfp, int node) {
-    return on(c,
-              [&](auto ops, auto *s) { return ops.alloc_node(s, node, zeroing(s, gfp)); });
+    return on(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zeroing(s, gfp)); });
 }
 
 void slabkit_cache_free(slabkit_cache *c, void *obj) {

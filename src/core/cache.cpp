@@ -117,8 +117,9 @@ void describe_cache(cache *c, const cache_args &args, design d) {
     c->freelist_secret = hardening::cache_secret(c);
     const unsigned mode = hardening::init_mode();
     if (!c->debug && !c->ctor)
-        c->init = static_cast<uint8_t>((hardening::zero_on_alloc(mode) ? hardening::kInitOnAlloc : 0) |
-                                       (mode & hardening::kInitOnFree));
+        c->init.store(
+            static_cast<uint8_t>((hardening::zero_on_alloc(mode) ? hardening::kInitOnAlloc : 0) |
+                                 (mode & hardening::kInitOnFree)));
 }
 
 void compute_object_layout(cache *c, freeptr_place place) {

@@ -109,6 +109,20 @@ struct cache_args {
 // A readable reason why the arguments cannot make a cache, or nullptr when they can.
 const char *cache_args_invalid(const cache_args &args);
 
+// A byte a fast path may read while another thread's slow path writes it: relaxed atomic loads
+// and stores (plain moves), and copyable with the descriptor that holds it.
+struct relaxed_byte {
+    std::atomic<uint8_t> v{0};
+    relaxed_byte() = default;
+    relaxed_byte(const relaxed_byte &o) : v(o.load()) {}
+    relaxed_byte &operator=(const relaxed_byte &o) {
+        store(o.load());
+        return *this;
+    }
+    uint8_t load() const { return v.load(std::memory_order_relaxed); }
+    void store(uint8_t x) { v.store(x, std::memory_order_relaxed); }
+};
+
 struct cache {
     // Hot: read by the design's fast paths and by every free.
     uint32_t size = 0;    // bytes per object slot in a slab
@@ -125,7 +139,9 @@ struct cache {
     // does not obfuscate them), and init on alloc / on free (hardening::init_mode bits; 0 for
     // debug caches, which zero in their own way, and for caches with a constructor).
     uint64_t freelist_secret = 0;
-    uint8_t init = 0;
+    // Relaxed atomic only because kmalloc's fast path reads it before it knows the class is
+    // open (a relaxed load is a plain one).
+    relaxed_byte init;
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created
@@ -281,6 +297,11 @@ SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const
     if (SLABKIT_UNLIKELY(p < base)) return false;
     long idx = c->object_index(p - base);
     return SLABKIT_LIKELY(idx >= 0 && static_cast<uint64_t>(idx) < c->objects);
+}
+
+// The cache's init-on-alloc / init-on-free bits (hardening::init_mode).
+SLABKIT_ALWAYS_INLINE unsigned init_bits(const cache *c) {
+    return c->init.load();
 }
 
 // Free pointers: where a free object keeps the next free object, stored obfuscated in hardened

@@ -834,7 +834,8 @@ unsigned validate(cache *c, char *buf, size_t size) {
         {
             platform::lock_guard guard(g_quarantine.lock);
             for (uint32_t i = 0; i < g_quarantine.count; ++i) {
-                const quarantined &e = g_quarantine.ring[(g_quarantine.head + i) & (kQuarantineMax - 1)];
+                const quarantined &e =
+                    g_quarantine.ring[(g_quarantine.head + i) & (kQuarantineMax - 1)];
                 if (e.c != c) continue;
                 check_red(c, e.slot, kRedInactive, "validate", nullptr);
                 check_poison(c, e.slot, "validate");

@@ -135,8 +135,7 @@ void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t
 // As it leaves the quarantine: the poison checked (a write after free reported).
 void block_released(const cache *c, char *obj, size_t size, const track *tracks);
 // A free of a block that waits in the quarantine.
-void block_double_free(const cache *c, char *obj, size_t size, const char *op,
-                       const track *tracks);
+void block_double_free(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 // A block still allocated (SLABKIT_LEAKS=exit), with its allocation site.
 void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 

@@ -153,8 +153,8 @@ size_t table_align(class_table t, size_t size) {
 // The debug flags SLABKIT_DEBUG gives a design's own kmalloc blocks of `size` (SLOB's): those
 // of the name the size's class would have in table t (kmalloc-64, malloc-48, ...), looked up
 // once per class (stored plus one: 0 is "not looked up yet").
-constinit std::atomic<uint32_t> g_own_debug[2][kNrMallocClasses > kNrClasses ? kNrMallocClasses
-                                                                              : kNrClasses] = {};
+constinit std::atomic<uint32_t>
+    g_own_debug[2][kNrMallocClasses > kNrClasses ? kNrMallocClasses : kNrClasses] = {};
 unsigned own_block_debug(design d, class_table t, size_t size) {
     if (!debugging() || size == 0 || size > kMaxCacheSize) return 0;
     const unsigned ti = t == class_table::kernel ? 0 : 1;
@@ -182,8 +182,7 @@ void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero,
             // alignment puts the block; a debugged block has its red zone and rounding too.
             // (SLOB aligns a power-of-two size to itself.)
             const unsigned flags = own_block_debug(d, t, size);
-            const size_t extra =
-                flags ? 32 + ((flags & kStoreUser) ? debug::kBlockTracks : 0) : 0;
+            const size_t extra = flags ? 32 + ((flags & kStoreUser) ? debug::kBlockTracks : 0) : 0;
             const size_t need = flags && (size & (size - 1)) == 0 && size > align ? size : align;
             if (align < kPageSize / 4 && size < kPageSize && size + extra + 2 * need < kPageSize) {
                 *served = true;
@@ -248,9 +247,8 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
     const size_t n = size < align ? align : size;
     if (has_own_kmalloc(d)) {
         bool served;
-        void *p =
-            own_kmalloc(d, class_table::kernel, size, align < kMinAlign ? kMinAlign : align, zero,
-                        kAnyNode, &served);
+        void *p = own_kmalloc(d, class_table::kernel, size, align < kMinAlign ? kMinAlign : align,
+                              zero, kAnyNode, &served);
         if (served) return p;
     } else if (n <= kMaxCacheSize && align <= kPageSize) {
         // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16,
@@ -291,7 +289,7 @@ void detail::free_slow(void *p, const char *caller) {
                 return designs::visit(c, [&](auto ops, auto *s) {
                     if constexpr (own_kmalloc_v<decltype(ops)>) {
                         return ops.kfree(s, pg, p, caller);
-                    } else if (s->init & hardening::kInitOnFree) {
+                    } else if (init_bits(s) & hardening::kInitOnFree) {
                         memset(p, 0, s->object_size);
                     }
                     ops.free_to_slab(s, pg, p);

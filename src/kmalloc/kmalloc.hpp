@@ -147,7 +147,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
             // Init on alloc (core/hardening.hpp) is a zeroing allocation.
             p = ops.alloc(&set.caches[i],
-                          zero || (set.caches[i].init & hardening::kInitOnAlloc) != 0);
+                          zero || (init_bits(&set.caches[i]) & hardening::kInitOnAlloc) != 0);
             return true;
         });
         if (SLABKIT_LIKELY(open)) return p;
@@ -170,7 +170,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
         return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
             auto &set = detail::set_of<T, decltype(ops)>();
             // Init on alloc (core/hardening.hpp): the slow path zeroes.
-            if (SLABKIT_UNLIKELY(set.caches[i].init & hardening::kInitOnAlloc)) return nullptr;
+            if (SLABKIT_UNLIKELY(init_bits(&set.caches[i]) & hardening::kInitOnAlloc))
+                return nullptr;
             return ops.alloc_fast(&set.caches[i], &set.slots[i]);
         });
     }
@@ -186,7 +187,7 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     page *pg = slab_page_check<true>(nullptr, p, &owner);
     // Init on free (core/hardening.hpp): the slow path zeroes (a call here would cost the fast
     // path a stack frame).
-    if (SLABKIT_UNLIKELY(!pg || (owner->init & hardening::kInitOnFree)))
+    if (SLABKIT_UNLIKELY(!pg || (init_bits(owner) & hardening::kInitOnFree)))
         return detail::free_slow(p, caller);
     // The block's design is its slab's cache's: objects of several designs may meet here.
     return designs::visit(owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE {

@@ -120,8 +120,8 @@ uint64_t random_u64() {
     ssize_t got = getrandom(&v, sizeof v, GRND_NONBLOCK);
     errno = saved;
     if (got == static_cast<ssize_t>(sizeof v)) return v;
-    uint64_t x = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^
-                 reinterpret_cast<uintptr_t>(&v);
+    uint64_t x =
+        now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(&v);
     // splitmix64's finaliser, so that close inputs give unrelated outputs
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;

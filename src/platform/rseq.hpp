@@ -219,25 +219,25 @@ SLABKIT_ALWAYS_INLINE void *rseq_pop_packed(const void *entry, std::atomic<uint3
                                             unsigned cpu, size_t fp_offset,
                                             const uint64_t *secret) {
     uint64_t w, head, next, c;
-    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[wdisp](%[c]), %[tmp]\n\t"
-                                                             "movq %[tmp], %[head]\n\t"
-                                                             "shlq $16, %[head]\n\t"
-                                                             "shrq $16, %[head]\n\t"
-                                                             "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT(
-                                                                 "head", "next") "shrq $48, %[tmp]\n\t"
-                                                             "subq $1, %[tmp]\n\t"
-                                                             "shlq $48, %[tmp]\n\t"
-                                                             "orq %[next], %[tmp]\n\t"
-                                                             "addq $1, %c[sdisp](%[c])\n\t"
-                                                             "movq %[tmp], %c[wdisp](%[c])\n\t"
-                                                             "2:\n\t"
-                      : [tmp] "=&r"(w), [head] "=&r"(head), [next] "=&r"(next), [c] "=&r"(c)
-                      : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
-                        [entry] "r"(entry), [fp] "r"(fp_offset), [wdisp] "i"(word_disp),
-                        [sdisp] "i"(stat_disp),
-                        [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_SECRET(secret)
-                      : "memory", "cc"
-                      : fail);
+    asm volatile goto(
+        SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+        "movq %c[wdisp](%[c]), %[tmp]\n\t"
+        "movq %[tmp], %[head]\n\t"
+        "shlq $16, %[head]\n\t"
+        "shrq $16, %[head]\n\t"
+        "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT("head", "next") "shrq $48, %[tmp]\n\t"
+                                                                 "subq $1, %[tmp]\n\t"
+                                                                 "shlq $48, %[tmp]\n\t"
+                                                                 "orq %[next], %[tmp]\n\t"
+                                                                 "addq $1, %c[sdisp](%[c])\n\t"
+                                                                 "movq %[tmp], %c[wdisp](%[c])\n\t"
+                                                                 "2:\n\t"
+        : [tmp] "=&r"(w), [head] "=&r"(head), [next] "=&r"(next), [c] "=&r"(c)
+        : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock), [entry] "r"(entry),
+          [fp] "r"(fp_offset), [wdisp] "i"(word_disp), [sdisp] "i"(stat_disp),
+          [restarts] "m"(g_rseq_restarts)SLABKIT_RSEQ_SECRET(secret)
+        : "memory", "cc"
+        : fail);
     (void)secret;
     return reinterpret_cast<void *>(head);
 fail:
@@ -252,22 +252,23 @@ SLABKIT_ALWAYS_INLINE uint32_t rseq_push_packed(const void *entry, std::atomic<u
                                                 unsigned cpu, size_t fp_offset, void *obj,
                                                 uint64_t key) {
     uint64_t w, n, c;
-    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[wdisp](%[c]), %[tmp]\n\t"
-                                                             "movq %[tmp], %[n]\n\t"
-                                                             "shlq $16, %[n]\n\t"
-                                                             "shrq $16, %[n]\n\t" SLABKIT_RSEQ_CHECK_TWICE(
-                                                                 "n") SLABKIT_RSEQ_ENCODE("n") "movq %[n], (%[obj], %[fp])\n\t"
-                                                             "shrq $48, %[tmp]\n\t"
-                                                             "addq $1, %[tmp]\n\t"
-                                                             "movq %[tmp], %[n]\n\t"
-                                                             "shlq $48, %[tmp]\n\t"
-                                                             "orq %[obj], %[tmp]\n\t"
-                                                             "movq %[tmp], %c[wdisp](%[c])\n\t"
-                                                             "2:\n\t"
+    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+                      "movq %c[wdisp](%[c]), %[tmp]\n\t"
+                      "movq %[tmp], %[n]\n\t"
+                      "shlq $16, %[n]\n\t"
+                      "shrq $16, %[n]\n\t" SLABKIT_RSEQ_CHECK_TWICE("n")
+                          SLABKIT_RSEQ_ENCODE("n") "movq %[n], (%[obj], %[fp])\n\t"
+                                                   "shrq $48, %[tmp]\n\t"
+                                                   "addq $1, %[tmp]\n\t"
+                                                   "movq %[tmp], %[n]\n\t"
+                                                   "shlq $48, %[tmp]\n\t"
+                                                   "orq %[obj], %[tmp]\n\t"
+                                                   "movq %[tmp], %c[wdisp](%[c])\n\t"
+                                                   "2:\n\t"
                       : [tmp] "=&r"(w), [n] "=&r"(n), [c] "=&r"(c)
                       : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
                         [entry] "r"(entry), [fp] "r"(fp_offset), [obj] "r"(obj),
-                        [wdisp] "i"(word_disp), [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
+                        [wdisp] "i"(word_disp), [restarts] "m"(g_rseq_restarts)SLABKIT_RSEQ_KEY(key)
                       : "memory", "cc"
                       : fail, twice);
     (void)key;
@@ -284,20 +285,19 @@ template <int head_disp, int stat_disp>
 SLABKIT_ALWAYS_INLINE void *rseq_pop_list(const void *entry, std::atomic<uint32_t> *lock,
                                           unsigned cpu, size_t fp_offset, const uint64_t *secret) {
     uint64_t tmp, obj, c;
-    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "movq %c[hdisp](%[c]), %[obj]\n\t"
-                                                             "testq %[obj], %[obj]\n\t"
-                                                             "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT(
-                                                                 "obj", "tmp")
-                                                             "addq $1, %c[sdisp](%[c])\n\t"
-                                                             "movq %[tmp], %c[hdisp](%[c])\n\t"
-                                                             "2:\n\t"
-                      : [tmp] "=&r"(tmp), [obj] "=&r"(obj), [c] "=&r"(c)
-                      : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
-                        [entry] "r"(entry), [fp] "r"(fp_offset), [hdisp] "i"(head_disp),
-                        [sdisp] "i"(stat_disp),
-                        [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_SECRET(secret)
-                      : "memory", "cc"
-                      : fail);
+    asm volatile goto(
+        SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+        "movq %c[hdisp](%[c]), %[obj]\n\t"
+        "testq %[obj], %[obj]\n\t"
+        "jz %l[fail]\n\t" SLABKIT_RSEQ_LOAD_NEXT("obj", "tmp") "addq $1, %c[sdisp](%[c])\n\t"
+                                                               "movq %[tmp], %c[hdisp](%[c])\n\t"
+                                                               "2:\n\t"
+        : [tmp] "=&r"(tmp), [obj] "=&r"(obj), [c] "=&r"(c)
+        : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock), [entry] "r"(entry),
+          [fp] "r"(fp_offset), [hdisp] "i"(head_disp), [sdisp] "i"(stat_disp),
+          [restarts] "m"(g_rseq_restarts)SLABKIT_RSEQ_SECRET(secret)
+        : "memory", "cc"
+        : fail);
     (void)secret;
     return reinterpret_cast<void *>(obj);
 fail:
@@ -310,24 +310,24 @@ fail:
 // kRseqDoubleFree when obj was the head already (nothing stored).
 template <int head_disp, int guard_disp, int stat_disp>
 SLABKIT_ALWAYS_INLINE uint32_t rseq_push_list_if(const void *entry, std::atomic<uint32_t> *lock,
-                                             unsigned cpu, size_t fp_offset, void *obj,
-                                             const void *guard, uint64_t key) {
+                                                 unsigned cpu, size_t fp_offset, void *obj,
+                                                 const void *guard, uint64_t key) {
     uint64_t tmp, c;
-    asm volatile goto(
-        SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C "cmpq %[guard], %c[gdisp](%[c])\n\t"
-                                               "jnz %l[fail]\n\t"
-                                               "movq %c[hdisp](%[c]), %[tmp]\n\t" SLABKIT_RSEQ_CHECK_TWICE(
-                                                   "tmp") SLABKIT_RSEQ_ENCODE("tmp") "movq %[tmp], (%[obj], %[fp])\n\t"
-                                               "addq $1, %c[sdisp](%[c])\n\t"
-                                               "movq %[obj], %c[hdisp](%[c])\n\t"
-                                               "2:\n\t"
-        : [tmp] "=&r"(tmp), [c] "=&r"(c)
-        : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock), [entry] "r"(entry),
-          [fp] "r"(fp_offset), [obj] "r"(obj), [guard] "r"(guard), [hdisp] "i"(head_disp),
-          [gdisp] "i"(guard_disp), [sdisp] "i"(stat_disp),
-          [restarts] "m"(g_rseq_restarts) SLABKIT_RSEQ_KEY(key)
-        : "memory", "cc"
-        : fail, twice);
+    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+                      "cmpq %[guard], %c[gdisp](%[c])\n\t"
+                      "jnz %l[fail]\n\t"
+                      "movq %c[hdisp](%[c]), %[tmp]\n\t" SLABKIT_RSEQ_CHECK_TWICE("tmp")
+                          SLABKIT_RSEQ_ENCODE("tmp") "movq %[tmp], (%[obj], %[fp])\n\t"
+                                                     "addq $1, %c[sdisp](%[c])\n\t"
+                                                     "movq %[obj], %c[hdisp](%[c])\n\t"
+                                                     "2:\n\t"
+                      : [tmp] "=&r"(tmp), [c] "=&r"(c)
+                      : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
+                        [entry] "r"(entry), [fp] "r"(fp_offset), [obj] "r"(obj), [guard] "r"(guard),
+                        [hdisp] "i"(head_disp), [gdisp] "i"(guard_disp), [sdisp] "i"(stat_disp),
+                        [restarts] "m"(g_rseq_restarts)SLABKIT_RSEQ_KEY(key)
+                      : "memory", "cc"
+                      : fail, twice);
     (void)key;
     return 1;
 fail:
@@ -366,14 +366,28 @@ fail:
     return nullptr;
 }
 
-// Pushes obj on the array if it is below its limit (bumping the counter at stat_disp); false
-// when it is full or the section failed.
+// SLAB's version of the hardening check (SLABKIT_SLAB_ARRAY_CHECK): obj is the array's top
+// entry already (count in %[tmp]).
+#if SLABKIT_SLAB_ARRAY_CHECK
+#define SLABKIT_RSEQ_CHECK_TOP                                                                     \
+    "testl %k[tmp], %k[tmp]\n\t"                                                                   \
+    "jz 5f\n\t"                                                                                    \
+    "cmpq %[obj], %c[edisp]-8(%[c], %[tmp], 8)\n\t"                                                \
+    "je %l[twice]\n\t"                                                                             \
+    "5:\n\t"
+#else
+#define SLABKIT_RSEQ_CHECK_TOP ""
+#endif
+
+// Pushes obj on the array if it is below its limit (bumping the counter at stat_disp): 1 when
+// pushed, 0 when it is full or the section failed, kRseqDoubleFree when obj is the top entry
+// already (nothing stored).
 template <int limit_disp, int stat_disp, int entries_disp>
-SLABKIT_ALWAYS_INLINE bool rseq_push_array(const void *entry, std::atomic<uint32_t> *lock,
-                                           unsigned cpu, void *obj) {
+SLABKIT_ALWAYS_INLINE uint32_t rseq_push_array(const void *entry, std::atomic<uint32_t> *lock,
+                                               unsigned cpu, void *obj) {
     uint64_t n, c;
     asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
-                      "movl (%[c]), %k[tmp]\n\t"
+                      "movl (%[c]), %k[tmp]\n\t" SLABKIT_RSEQ_CHECK_TOP
                       "cmpl %c[ldisp](%[c]), %k[tmp]\n\t"
                       "jae %l[fail]\n\t"
                       "movq %[obj], %c[edisp](%[c], %[tmp], 8)\n\t"
@@ -386,10 +400,12 @@ SLABKIT_ALWAYS_INLINE bool rseq_push_array(const void *entry, std::atomic<uint32
                         [entry] "r"(entry), [ldisp] "i"(limit_disp), [sdisp] "i"(stat_disp),
                         [edisp] "i"(entries_disp), [obj] "r"(obj), [restarts] "m"(g_rseq_restarts)
                       : "memory", "cc"
-                      : fail);
-    return true;
+                      : fail, twice);
+    return 1;
 fail:
-    return false;
+    return 0;
+twice:
+    return kRseqDoubleFree;
 }
 
 #endif // SLABKIT_HAVE_RSEQ

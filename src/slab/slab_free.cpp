@@ -254,10 +254,13 @@ void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj) {
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start();
     // The CPU's node, as its array has it (get_cpu), without loading the array.
-    if ((!s->numa || page_to_nid(pg) == slots::node_of(cpu) % s->nr_nodes) &&
-        platform::rseq_push_array<kLimitDisp, kFreeHitDisp, kEntriesDisp>(
-            &s->cpu_cache[cpu], slots::lock_word(cpu), cpu, obj))
-        return;
+    if (!s->numa || page_to_nid(pg) == slots::node_of(cpu) % s->nr_nodes) {
+        uint32_t pushed = platform::rseq_push_array<kLimitDisp, kFreeHitDisp, kEntriesDisp>(
+            &s->cpu_cache[cpu], slots::lock_word(cpu), cpu, obj);
+        if (SLABKIT_UNLIKELY(pushed == platform::kRseqDoubleFree))
+            return report_double_free(s, obj);
+        if (SLABKIT_LIKELY(pushed != 0)) return;
+    }
 #endif
     return free_slow(s, pg, obj);
 }

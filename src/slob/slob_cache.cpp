@@ -84,7 +84,6 @@ size_t block_bytes(const kmalloc_header *h, bool tracked) {
     return debug_block_bytes(h->size) + (tracked ? debug::kBlockTracks : 0);
 }
 
-
 unsigned order_for(size_t size) {
     unsigned order = 0;
     while ((kPageSize << order) < size) ++order;
@@ -405,7 +404,7 @@ void free(slob_cache *s, void *obj) {
     page *pg = slab_page_of(obj);
     char what[256];
     // Init on free (core/hardening.hpp) once the object is known to be one of s's.
-    const bool zero = s->init & hardening::kInitOnFree;
+    const bool zero = init_bits(s) & hardening::kInitOnFree;
     if (big(s)) {
         if (pg && slab_cache(pg) == static_cast<cache *>(s) && page_to_virt(pg) == obj) {
             if (zero) memset(obj, 0, s->object_size);
@@ -444,7 +443,8 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
     case header_kind::debug: {
         const size_t size = h->size, rz = debug_block_bytes(size) - kHeader - size;
         const size_t bytes = block_bytes(h, hi.tracked);
-        h->check = check_of(obj, h->size) ^ (hi.tracked ? kQuarantinedTrackedBlock : kQuarantinedBlock);
+        h->check =
+            check_of(obj, h->size) ^ (hi.tracked ? kQuarantinedTrackedBlock : kQuarantinedBlock);
         return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz, bytes, op,
                                  tracks);
     }

@@ -278,7 +278,8 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
             &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj,
             freepointer_key(s, static_cast<char *>(obj) + s->offset));
         if (SLABKIT_LIKELY(nr != 0)) {
-            if (SLABKIT_UNLIKELY(nr == platform::kRseqDoubleFree)) return report_double_free(s, obj);
+            if (SLABKIT_UNLIKELY(nr == platform::kRseqDoubleFree))
+                return report_double_free(s, obj);
             if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
             return;
         }

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <sched.h>
 #include <mutex>
+#include <sched.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,8 +245,7 @@ TEST_P(Debug, LeaksListOnlyTheLiveObjects) {
     EXPECT_EQ(listed, 2u) << err;
     EXPECT_NE(err.find("object " + addr_text(objs[7]) + " is still allocated"), std::string::npos)
         << err;
-    EXPECT_NE(err.find("object " + addr_text(objs[30]) + " is still allocated"),
-              std::string::npos)
+    EXPECT_NE(err.find("object " + addr_text(objs[30]) + " is still allocated"), std::string::npos)
         << err;
 }
 

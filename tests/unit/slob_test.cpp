@@ -244,7 +244,7 @@ TEST(Slob, KmallocHeaderHoldsTheSize) {
     void *p = kmalloc(100, 16, false, kAnyNode, 0);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
-    EXPECT_EQ(usable_size(&arena(), p), 104u);    // 100 + 8-byte header, rounded to 16, less it
+    EXPECT_EQ(usable_size(&arena(), p), 104u);       // 100 + 8-byte header, rounded to 16, less it
     void *q = kmalloc(1024, 16, false, kAnyNode, 0); // a power of two: naturally aligned
     EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 1024, 0u);
     EXPECT_EQ(usable_size(&arena(), q), 1024u);
