@@ -42,16 +42,18 @@ enum child_status : int { kChildOk = 0, kChildInvalid = 10, kChildAllocFailed, k
 int child_work(page_allocator *pa) {
     // Whatever the other threads held at fork time is theirs and stays allocated in the child;
     // the lists themselves must be consistent.
+    // No malloc in the child: the workers' vectors grow through the test binary's malloc (libc's
+    // or a sanitizer's), whose lock a worker may hold at fork.
     if (pa->validate() != 0) return kChildInvalid;
-    std::vector<std::pair<unsigned char *, unsigned>> blocks;
+    std::pair<unsigned char *, unsigned> blocks[64];
     for (unsigned i = 0; i < 64; ++i) {
         unsigned order = i % 5;
         auto *p = static_cast<unsigned char *>(pa->alloc(order));
         if (!p) return kChildAllocFailed;
         memset(p, static_cast<int>(i), kPageSize << order);
-        blocks.push_back({p, order});
+        blocks[i] = {p, order};
     }
-    for (unsigned i = 0; i < blocks.size(); ++i)
+    for (unsigned i = 0; i < 64; ++i)
         if (blocks[i].first[(kPageSize << blocks[i].second) - 1] != static_cast<unsigned char>(i))
             return kChildContents;
     for (auto &[p, order] : blocks) pa->free(p, order);
