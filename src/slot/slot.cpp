@@ -20,15 +20,23 @@ constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
 constinit thread_local unsigned tls_index SLABKIT_TLS = kMaxSlots;
 // The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
 constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
+constinit thread_local unsigned tls_own_depth SLABKIT_TLS = 0;
 slot_entry g_slots[kMaxSlots];
 bool g_cpu_mode = false;
 unsigned g_cpu_slots = 0;
+std::atomic<unsigned> g_live_threads{0};
+unsigned g_crowd_limit = UINT32_MAX;
 } // namespace detail
 
 namespace {
 
 using detail::g_cpu_slots;
+using detail::g_crowd_limit;
+using detail::g_live_threads;
 using detail::g_slots;
+
+// Auto mode: the thread is counted in g_live_threads (from its first slow path to its exit).
+constinit thread_local bool tls_counted SLABKIT_TLS = false;
 
 constexpr unsigned kReleaseHooks = 8;
 
@@ -41,7 +49,7 @@ std::atomic<unsigned> g_release_hook_count{0};
 bool begin_visit(unsigned s);
 
 // Counters (slow paths only: atomic adds).
-std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0};
+std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0}, g_given_back{0};
 
 // ---- the mode ------------------------------------------------------------------------------
 
@@ -75,11 +83,15 @@ void enter_mode(mode m, const char *why) {
     g_own_base = g_cpu_slots;
     g_own_slots = 0;
     if (m == mode::automatic) {
+        // As many owners as CPUs: then every owner can run at once, and no CPU's slot is
+        // needed. (Twice as many, the first rule, parked in both kinds of slot: 4 threads
+        // passing blocks on 2 CPUs peaked at 75 to 93 MiB, against 45 to 47 on the CPUs' slots.)
         unsigned room = kMaxSlots - g_cpu_slots;
         if (room > kThreadSlots) room = kThreadSlots;
-        unsigned fallback = 2 * g_cpu_slots < room ? 2 * g_cpu_slots : room;
+        unsigned fallback = g_cpu_slots < room ? g_cpu_slots : room;
         g_own_slots =
             static_cast<unsigned>(platform::env_uint("SLABKIT_THREAD_SLOTS", fallback, 0, room));
+        g_crowd_limit = g_own_slots;
     }
     g_in_use.store(g_cpu_slots, std::memory_order_relaxed);
     g_high_water.store(g_cpu_slots, std::memory_order_release);
@@ -123,17 +135,27 @@ void choose_mode() {
 
 // ---- thread exit and fork -----------------------------------------------------------------
 
-void on_thread_exit() {
-    unsigned slot = detail::tls_slot;
-    detail::tls_slot = kNoSlot;
-    detail::tls_index = kMaxSlots;
-    if (slot >= kMaxSlots) return;
+// The calling thread's own slot becomes idle, with whatever it parks, for the next thread to
+// inherit or the trimmer to drain: at exit, or given back in a crowded process.
+void release_own(unsigned slot) {
     unsigned n = g_release_hook_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) g_release_hooks[i](slot);
     g_slots[slot].idle_since_ms.store(platform::now_coarse_ms(), std::memory_order_relaxed);
     g_in_use.fetch_sub(1, std::memory_order_relaxed);
     // Release: the next owner or visitor sees everything this thread left in the slot.
     g_slots[slot].state.store(kFree, std::memory_order_release);
+}
+
+void on_thread_exit() {
+    unsigned slot = detail::tls_slot;
+    detail::tls_slot = kNoSlot;
+    detail::tls_index = kMaxSlots;
+    if (tls_counted) {
+        tls_counted = false;
+        g_live_threads.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (slot >= kMaxSlots) return;
+    release_own(slot);
 }
 
 void fork_prepare() {
@@ -157,6 +179,7 @@ void fork_child() {
         count += keep && s == detail::tls_slot;
     }
     g_in_use.store(count, std::memory_order_relaxed);
+    g_live_threads.store(tls_counted ? 1 : 0, std::memory_order_relaxed);
     platform::rseq_after_fork_child();
     // A thread that was choosing the mode at fork does not exist here: choose again.
     uint8_t choosing = 1;
@@ -303,6 +326,15 @@ unsigned acquire() {
     choose_mode();
     if (g_own_slots == 0) tls_slot = kNoSlot; // the mode gives threads no slot of their own
     if (tls_slot == kNoSlot || platform::thread_exiting()) return kNoSlot;
+    const bool counting = g_crowd_limit != UINT32_MAX; // auto mode
+    if (counting) {
+        if (!tls_counted) {
+            tls_counted = true;
+            g_live_threads.fetch_add(1, std::memory_order_relaxed);
+            platform::arm_thread_exit(); // to be counted out
+        }
+        if (crowded()) return kNoSlot; // the CPUs' slots; asks again at a later slow path
+    }
     const unsigned node = platform::numa().cpu_node[platform::current_cpu()];
     unsigned slot = kNoSlot;
     bool visited = false; // a free slot was being visited: try again next time
@@ -318,8 +350,8 @@ unsigned acquire() {
     }
     if (slot == kNoSlot) {
         // None free: this thread uses the CPUs' slots, or shares slots (for good when all are
-        // owned).
-        if (!visited) tls_slot = kNoSlot;
+        // owned, except in auto mode, where owners give theirs back and come and go).
+        if (!visited && !counting) tls_slot = kNoSlot;
         return kNoSlot;
     }
     g_slots[slot].node.store(node, std::memory_order_relaxed);
@@ -352,6 +384,14 @@ unsigned hold_slow(bool *taken) {
     // to their slow path, which gets this hold's slot.
     if (!g_cpu_mode) tls_index = slot;
     return slot;
+}
+
+unsigned give_back_own_and_hold(bool *taken) {
+    release_own(tls_slot);
+    tls_slot = kMaxSlots + 1; // none now: acquire asks again once threads are few
+    tls_index = kMaxSlots;
+    g_given_back.fetch_add(1, std::memory_order_relaxed);
+    return hold_slow(taken);
 }
 
 void unhold(unsigned slot) {
@@ -406,6 +446,8 @@ layout_info layout() {
     l.own_slots = g_own_slots;
     unsigned used = g_in_use.load(std::memory_order_relaxed);
     l.owned = used > g_cpu_slots ? used - g_cpu_slots : 0;
+    l.live_threads = g_live_threads.load(std::memory_order_relaxed);
+    l.crowded = detail::crowded();
     return l;
 }
 
@@ -419,6 +461,7 @@ counters stats() {
     c.busy = g_busy.load(std::memory_order_relaxed);
     c.shared_holds = g_shared_holds.load(std::memory_order_relaxed);
     c.cpu_drains = g_cpu_drains.load(std::memory_order_relaxed);
+    c.given_back = g_given_back.load(std::memory_order_relaxed);
     return c;
 }
 

@@ -15,10 +15,13 @@
 //  * thread: every thread owns a slot, up to kThreadSlots; threads beyond those share one of
 //    kSharedSlots further slots, taken with a compare-and-swap for each slow path.
 //  * cpu: no thread owns a slot; every thread uses the CPUs' slots. Memory follows CPUs.
-//  * auto (the default where rseq works; else thread): the first threads own slots (twice as
-//    many as there are CPUs; SLABKIT_THREAD_SLOTS), after the CPUs' slots; the threads beyond
-//    them use the CPUs' slots. Few threads get the fastest paths, many threads memory that
-//    follows CPUs.
+//  * auto (the default where rseq works; else thread): while the process has no more live
+//    threads (of those that allocated) than own slots (as many as there are CPUs;
+//    SLABKIT_THREAD_SLOTS), each owns a slot, after the CPUs' slots. When they outnumber the own
+//    slots ("crowded"), every thread uses the CPUs' slots: an owner gives its slot back at its
+//    next slow path, as if it had exited, and takes one again once threads are few. Few threads
+//    get the fastest paths; many threads memory that follows CPUs, not threads (a thread that
+//    owns a slot parks objects in it that no other thread can use).
 //
 // Either way, code that works on per-slot state outside an rseq section does so inside a `hold`,
 // which gives the slot it may use (or kNoSlot: callers then take their locked slow path, which
@@ -62,11 +65,21 @@ extern SLABKIT_HIDDEN constinit thread_local unsigned tls_index
     SLABKIT_TLS; // the slot fast paths may use now, or kMaxSlots
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_held SLABKIT_TLS; // or kNoSlot
 extern SLABKIT_HIDDEN slot_entry g_slots[kMaxSlots];
+// Holds of the thread's own slot now open (holds nest): it gives its slot back only outside them.
+extern SLABKIT_HIDDEN constinit thread_local unsigned tls_own_depth SLABKIT_TLS;
 extern SLABKIT_HIDDEN bool g_cpu_mode;      // CPUs have slots (cpu or auto); set before first use
 extern SLABKIT_HIDDEN unsigned g_cpu_slots; // slots 0 .. g_cpu_slots-1 are the CPUs'
+// Auto mode: live threads that allocated, and how many may own slots (UINT32_MAX otherwise).
+extern SLABKIT_HIDDEN std::atomic<unsigned> g_live_threads;
+extern SLABKIT_HIDDEN unsigned g_crowd_limit;
 unsigned acquire();
 unsigned hold_slow(bool *taken);
+unsigned give_back_own_and_hold(bool *taken);
 void unhold(unsigned slot);
+// True when threads outnumber the slots they may own (auto mode): owners give theirs back.
+SLABKIT_ALWAYS_INLINE bool crowded() {
+    return g_live_threads.load(std::memory_order_relaxed) > g_crowd_limit;
+}
 } // namespace detail
 
 // True for a CPU's slot (its structures are the rseq sections' to lay out).
@@ -108,13 +121,24 @@ class hold {
     SLABKIT_ALWAYS_INLINE hold() {
         unsigned slot = detail::tls_slot;
         if (SLABKIT_LIKELY(slot < kMaxSlots)) {
+            // An owner in a crowded process gives its slot back here, outside any hold of it
+            // (nothing is half-done on it), and holds the CPU's instead.
+            if (SLABKIT_UNLIKELY(detail::crowded()) && detail::tls_own_depth == 0) {
+                slot_ = detail::give_back_own_and_hold(&taken_);
+                own_ = false;
+                return;
+            }
+            ++detail::tls_own_depth;
             slot_ = slot;
             taken_ = false;
+            own_ = true;
             return;
         }
         slot_ = detail::hold_slow(&taken_);
+        own_ = false;
     }
     SLABKIT_ALWAYS_INLINE ~hold() {
+        if (own_) --detail::tls_own_depth;
         if (taken_) detail::unhold(slot_);
     }
     hold(const hold &) = delete;
@@ -124,6 +148,7 @@ class hold {
   private:
     unsigned slot_;
     bool taken_;
+    bool own_;
 };
 
 // The calling thread's own slot, taking one if it has none and the mode gives it one; else the
@@ -148,9 +173,11 @@ mode current_mode(const char **why = nullptr);
 struct layout_info {
     mode m = mode::thread;
     const char *why = "";
-    unsigned cpu_slots = 0; // slots 0 .. cpu_slots-1 are the CPUs'
-    unsigned own_slots = 0; // slots threads may own
-    unsigned owned = 0;     // owned by a thread now
+    unsigned cpu_slots = 0;    // slots 0 .. cpu_slots-1 are the CPUs'
+    unsigned own_slots = 0;    // slots threads may own
+    unsigned owned = 0;        // owned by a thread now
+    unsigned live_threads = 0; // auto mode: live threads that allocated
+    bool crowded = false;      // auto mode: they outnumber own_slots, so all use the CPUs'
 };
 layout_info layout();
 const char *mode_name(mode m);
@@ -158,12 +185,14 @@ const char *mode_name(mode m);
 // Counters of the slot layer since the process started: rseq sections restarted (the kernel
 // aborted them: preemption, migration, a signal), holds refused because the slot was busy (a
 // holder preempted or migrated mid-slow-path), holds of shared slots (thread mode, beyond
-// kThreadSlots live threads), and CPUs drained by the trimmer because no thread may run on them.
+// kThreadSlots live threads), CPUs drained by the trimmer because no thread may run on them, and
+// own slots given back in a crowded process.
 struct counters {
     uint64_t restarts = 0;
     uint64_t busy = 0;
     uint64_t shared_holds = 0;
     uint64_t cpu_drains = 0;
+    uint64_t given_back = 0; // auto mode: own slots given back because threads were crowded
 };
 counters stats();
 

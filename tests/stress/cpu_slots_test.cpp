@@ -290,5 +290,63 @@ const design kAllDesigns[] = {SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_VALUE)};
 INSTANTIATE_TEST_SUITE_P(Designs, CpuSlotsDesign, ::testing::ValuesIn(kAllDesigns),
                          [](const auto &param) { return std::string(design_name(param.param)); });
 
+// Auto mode: threads own slots while they are no more than the own slots; once they outnumber
+// them, an owner gives its slot back at its next outermost hold (never inside one) and uses the
+// CPUs' slots, and takes a slot of its own again once threads are few.
+TEST(CpuSlots, AutoOwnersGiveTheirSlotsBackWhenThreadsOutnumberThem) {
+    if (slots::current_mode() != slots::mode::automatic) GTEST_SKIP() << "auto mode only";
+    const slots::layout_info l = slots::layout();
+    if (l.own_slots == 0) GTEST_SKIP() << "no slots to own (SLABKIT_THREAD_SLOTS=0)";
+    { slots::hold h; } // this thread is counted, and owns a slot if threads are few
+    const unsigned live = slots::layout().live_threads;
+    if (live > l.own_slots) GTEST_SKIP() << "other threads are alive: " << live;
+    {
+        slots::hold h;
+        EXPECT_GE(h.slot(), l.cpu_slots);
+        EXPECT_LT(h.slot(), kMaxSlots);
+    }
+    const unsigned own = slots::index();
+    ASSERT_GE(own, l.cpu_slots);
+    ASSERT_LT(own, kMaxSlots);
+    const uint64_t given_back = slots::stats().given_back;
+
+    // Enough threads to crowd the process, each counted by its first hold, alive until released.
+    const unsigned extra = l.own_slots - live + 1;
+    std::latch counted(extra), release(1);
+    std::vector<std::thread> crowd;
+    {
+        slots::hold outer; // an open hold of the own slot: nothing is given back inside it
+        for (unsigned t = 0; t < extra; ++t)
+            crowd.emplace_back([&] {
+                { slots::hold h; }
+                counted.count_down();
+                release.wait();
+            });
+        counted.wait();
+        EXPECT_TRUE(slots::layout().crowded);
+        slots::hold inner;
+        EXPECT_EQ(inner.slot(), own);
+        EXPECT_EQ(slots::index(), own);
+    }
+    EXPECT_EQ(slots::stats().given_back, given_back);
+    {
+        slots::hold h; // the next outermost hold gives the slot back and takes the CPU's
+        EXPECT_TRUE(h.slot() == kNoSlot || h.slot() < l.cpu_slots) << h.slot();
+    }
+    EXPECT_EQ(slots::stats().given_back, given_back + 1);
+    EXPECT_EQ(slots::index(), kMaxSlots); // fast paths use the CPU's slot now
+    EXPECT_FALSE(slots::owned(own) && slots::current_if_any() == own);
+    release.count_down();
+    for (std::thread &t : crowd) t.join();
+    EXPECT_FALSE(slots::layout().crowded);
+    {
+        slots::hold h; // few threads again: a slot of its own
+        EXPECT_GE(h.slot(), l.cpu_slots);
+        EXPECT_LT(h.slot(), kMaxSlots);
+    }
+    EXPECT_GE(slots::index(), l.cpu_slots);
+    EXPECT_LT(slots::index(), kMaxSlots);
+}
+
 } // namespace
 } // namespace slabkit
