@@ -282,6 +282,10 @@ SLABKIT_API const char *slabkit_designs(void);
  * then the page allocator's idle lists, then decommits free pages. */
 SLABKIT_API void slabkit_trim(void);
 
+/* The fast paths of slabkit_cache_alloc and slabkit_cache_free, inlined (SLABKIT_NO_INLINE: not).
+ */
+#include "inline.h"
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,8 @@
 
 using namespace slabkit;
 
+#define SLABKIT_HOT_ENTRY __attribute__((aligned(64)))
+
 namespace {
 
 SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
@@ -89,7 +91,10 @@ slabkit_cache *slabkit_cache_create_in(const char *design_name_, const char *nam
     return create_in(d, name, size, align, flags, ctor);
 }
 
-void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
+// The two hottest entry points start on a cache line: their designs' branches then sit where
+// they sit in every build. Unaligned, a 32-byte shift of the code before them (any change
+// elsewhere in the library) moved SLUB's pair from 3.2 to 4.1 ns (slab_bench, 256 B).
+SLABKIT_HOT_ENTRY void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
     return on(c, [&](auto ops, auto *s) {
         // Two tests and a constant for the design: its inline pop stays the whole fast path.
         if (SLABKIT_UNLIKELY(zeroing(s, gfp))) return ops.alloc(s, true);
@@ -97,16 +102,24 @@ void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
     });
 }
 
+// The calls include/slabkit/inline.h makes when its inline paths do not serve: the same
+// functions under the interface's names (aliases cost no jump).
+void *slabkit_inline_v1_alloc(slabkit_cache *c, unsigned gfp)
+    __attribute__((alias("slabkit_cache_alloc")));
+
 void *slabkit_cache_alloc_node(slabkit_cache *c, unsigned gfp, int node) {
     return on(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zeroing(s, gfp)); });
 }
 
-void slabkit_cache_free(slabkit_cache *c, void *obj) {
+SLABKIT_HOT_ENTRY void slabkit_cache_free(slabkit_cache *c, void *obj) {
     on(c, [&](auto ops, auto *s) {
         if (SLABKIT_UNLIKELY(zeroing_free(s))) return free_zeroed(ops, s, obj);
         ops.free(s, obj);
     });
 }
+
+void slabkit_inline_v1_free(slabkit_cache *c, void *obj)
+    __attribute__((alias("slabkit_cache_free")));
 
 size_t slabkit_cache_alloc_bulk(slabkit_cache *c, unsigned gfp, size_t n, void **p) {
     return on(c, [&](auto ops, auto *s) -> size_t {

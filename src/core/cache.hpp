@@ -142,6 +142,10 @@ struct cache {
     // Relaxed atomic only because kmalloc's fast path reads it before it knows the class is
     // open (a relaxed load is a plain one).
     relaxed_byte init;
+    // The inline fast paths' interface version this cache is open to (include/slabkit/inline.h;
+    // 0: none). With `init` it makes the gate word those paths compare: open only while `init`
+    // is 0 too. Set once, when the design makes the cache.
+    uint8_t inline_abi = 0;
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created
@@ -297,6 +301,15 @@ SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const
     if (SLABKIT_UNLIKELY(p < base)) return false;
     long idx = c->object_index(p - base);
     return SLABKIT_LIKELY(idx >= 0 && static_cast<uint64_t>(idx) < c->objects);
+}
+
+// The inline fast paths' interface version (include/slabkit/inline.h) a design whose fast
+// paths it mirrors (SLQB's own-slot queues) opens its caches to: none for debug caches (no
+// per-slot structures), for caches on several nodes (a free compares the page's node) and in
+// builds that obfuscate free pointers (the header does not).
+inline constexpr uint8_t kInlineAbi = 1;
+SLABKIT_ALWAYS_INLINE uint8_t inline_abi_for(const cache *c) {
+    return c->debug || c->numa || hardening::kFreelistHardened ? 0 : kInlineAbi;
 }
 
 // The cache's init-on-alloc / init-on-free bits (hardening::init_mode).

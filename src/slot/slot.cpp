@@ -18,6 +18,20 @@ namespace detail {
 constinit thread_local unsigned tls_slot SLABKIT_TLS = kMaxSlots + 1;
 // See index(): the owned slot, the held one, or kMaxSlots.
 constinit thread_local unsigned tls_index SLABKIT_TLS = kMaxSlots;
+} // namespace detail
+} // namespace slabkit::slots
+
+// The same variable under the name the inline fast paths of the public header read
+// (include/slabkit/inline.h, api/inline_abi.cpp): exported, while the library's own accesses
+// stay bound to the hidden name (a second copy of the library in the process - the preloaded
+// malloc beside libslabkit.so - never shares it).
+extern "C" {
+extern __attribute__((alias("_ZN7slabkit5slots6detail9tls_indexE"), visibility("default")))
+SLABKIT_TLS thread_local unsigned slabkit_inline_v1_slot;
+}
+
+namespace slabkit::slots {
+namespace detail {
 // The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
 constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
 constinit thread_local unsigned tls_own_depth SLABKIT_TLS = 0;

@@ -174,6 +174,7 @@ slqb_cache *create(const cache_args &args, const char **why) {
         free_shared(&cache_cache(), s);
         return nullptr;
     }
+    s->inline_abi = inline_abi_for(s); // its own-slot queues are what the header's paths use
     if (!registry::add(s, why)) {
         free_structures(s);
         s->~slqb_cache();

@@ -1,0 +1,90 @@
+// linked_pair: the kmem_cache alloc+free pair as a program that links the shared library gets
+// it (only the public header, libslabkit.so), beside the process's malloc/free pair (glibc's,
+// or a peer's under LD_PRELOAD), in one process. bench/linked_ratios.py runs it under each
+// allocator and prints the ratios.
+//
+//   BM_cache_pair/<size>       slabkit_cache_alloc + slabkit_cache_free as the header gives them
+//                              (include/slabkit/inline.h: the SLQB fast paths inlined here)
+//   BM_cache_pair_call/<size>  the same through the library's exported functions (what users got
+//                              before the inline paths, and what every design but SLQB gets)
+//   BM_malloc_pair/<size>      malloc + free of the process
+#include "slabkit/slabkit.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <string>
+
+namespace {
+
+// The library's own functions: a call through these pointers is never inlined.
+void *(*volatile g_alloc_call)(slabkit_cache *, unsigned) = slabkit_cache_alloc;
+void (*volatile g_free_call)(slabkit_cache *, void *) = slabkit_cache_free;
+
+slabkit_cache *cache_of(size_t size) {
+    std::string name = "linked-pair-" + std::to_string(size);
+    slabkit_cache *c = slabkit_cache_create(name.c_str(), size, 0, 0, nullptr);
+    if (!c) {
+        std::fprintf(stderr, "linked_pair: cannot create cache %s\n", name.c_str());
+        std::exit(1);
+    }
+    return c;
+}
+
+void BM_cache_pair(benchmark::State &state) {
+    slabkit_cache *c = cache_of(static_cast<size_t>(state.range(0)));
+    for (auto _ : state) {
+        void *p = slabkit_cache_alloc(c, 0);
+        benchmark::DoNotOptimize(p);
+        slabkit_cache_free(c, p);
+    }
+    slabkit_cache_destroy(c);
+}
+
+void BM_cache_pair_call(benchmark::State &state) {
+    slabkit_cache *c = cache_of(static_cast<size_t>(state.range(0)));
+    auto *alloc = g_alloc_call;
+    auto *free_ = g_free_call;
+    for (auto _ : state) {
+        void *p = alloc(c, 0);
+        benchmark::DoNotOptimize(p);
+        free_(c, p);
+    }
+    slabkit_cache_destroy(c);
+}
+
+void BM_malloc_pair(benchmark::State &state) {
+    const size_t size = static_cast<size_t>(state.range(0));
+    for (auto _ : state) {
+        void *p = std::malloc(size);
+        benchmark::DoNotOptimize(p);
+        std::free(p);
+    }
+}
+
+BENCHMARK(BM_cache_pair)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK(BM_cache_pair_call)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK(BM_malloc_pair)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
+
+} // namespace
+
+int main(int argc, char **argv) {
+    // Where malloc comes from, and slabkit's design, for the runner's checks.
+    Dl_info info{};
+    const char *from =
+        dladdr(reinterpret_cast<void *>(&malloc), &info) && info.dli_fname ? info.dli_fname : "?";
+    benchmark::AddCustomContext("malloc_from", from);
+    benchmark::AddCustomContext("slabkit_design", slabkit_allocator());
+#ifdef SLABKIT_HAVE_INLINE
+    benchmark::AddCustomContext("inline_paths", "yes");
+#else
+    benchmark::AddCustomContext("inline_paths", "no");
+#endif
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
