@@ -3,6 +3,8 @@
 #   1. slabkit's object allocators, every design the build has (SLQB, ...: each one's kmem_cache
 #      API, kmalloc and preloaded malloc replacement) side by side with glibc malloc, jemalloc,
 #      tcmalloc and mimalloc (bench/slab_ratios.py; docs/benchmarks.md);
+#      and the kmem_cache pair as a program linking libslabkit.so gets it, with the header's
+#      inline fast paths, against each malloc's pair (bench/linked_ratios.py);
 #   2. the page allocator against mmap/munmap and glibc malloc (bench/page_ratios.py);
 #   3. kbuild-like: g++ compiling a set of this project's sources under slabkit's malloc
 #      replacement (each design) and under each of those mallocs, wall time and peak RSS
@@ -39,11 +41,20 @@ for arg in "$@"; do
 done
 scripts/deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target slab_bench page_bench pattern_bench slabkit_malloc
+cmake --build --preset release -j "$(nproc)" --target slab_bench page_bench pattern_bench slabkit_malloc \
+  linked_pair
 status=0
 echo "== 1. Object allocators: slabkit, every design (cache, kmalloc, malloc) vs glibc, jemalloc, tcmalloc, mimalloc =="
 echo
 /usr/bin/python3 bench/slab_ratios.py --binary build/release/bench/slab_bench $mode || status=$?
+echo
+echo "== 1b. The kmem_cache pair as a program linking libslabkit.so gets it (public header) =="
+echo
+if [ -n "$mode" ]; then
+  /usr/bin/python3 bench/linked_ratios.py --rounds 1 --min-time 0.1 || status=$?
+else
+  /usr/bin/python3 bench/linked_ratios.py --rounds 3 --min-time 0.3 || status=$?
+fi
 if [ "$pages" = 1 ]; then
   echo
   echo "== 2. Page allocator: slabkit vs mmap/munmap and glibc malloc =="
