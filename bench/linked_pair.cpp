@@ -33,26 +33,30 @@ slabkit_cache *cache_of(size_t size) {
     return c;
 }
 
-void BM_cache_pair(benchmark::State &state) {
+// The pair loop over a fresh cache of the benchmark's size, with `alloc` and `free_` as given.
+template <class Alloc, class Free>
+void cache_pair_loop(benchmark::State &state, Alloc alloc, Free free_) {
     slabkit_cache *c = cache_of(static_cast<size_t>(state.range(0)));
     for (auto _ : state) {
-        void *p = slabkit_cache_alloc(c, 0);
-        benchmark::DoNotOptimize(p);
-        slabkit_cache_free(c, p);
-    }
-    slabkit_cache_destroy(c);
-}
-
-void BM_cache_pair_call(benchmark::State &state) {
-    slabkit_cache *c = cache_of(static_cast<size_t>(state.range(0)));
-    auto *alloc = g_alloc_call;
-    auto *free_ = g_free_call;
-    for (auto _ : state) {
-        void *p = alloc(c, 0);
+        void *p = alloc(c);
         benchmark::DoNotOptimize(p);
         free_(c, p);
     }
     slabkit_cache_destroy(c);
+}
+
+void BM_cache_pair(benchmark::State &state) {
+    cache_pair_loop(
+        state, [](slabkit_cache *c) { return slabkit_cache_alloc(c, 0); },
+        [](slabkit_cache *c, void *p) { slabkit_cache_free(c, p); });
+}
+
+void BM_cache_pair_call(benchmark::State &state) {
+    auto *alloc = g_alloc_call;
+    auto *free_ = g_free_call;
+    cache_pair_loop(
+        state, [alloc](slabkit_cache *c) { return alloc(c, 0); },
+        [free_](slabkit_cache *c, void *p) { free_(c, p); });
 }
 
 void BM_malloc_pair(benchmark::State &state) {
