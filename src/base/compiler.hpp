@@ -23,6 +23,16 @@
 #define SLABKIT_FREELIST_HARDENED 0
 #endif
 
+// ThreadSanitizer builds (GCC says so with a macro, clang with a feature test): code it cannot
+// see into (inline asm) falls back to the atomics it checks.
+#if defined(__SANITIZE_THREAD__)
+#define SLABKIT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLABKIT_TSAN 1
+#endif
+#endif
+
 namespace slabkit {
 inline constexpr unsigned kCacheLine = 64;
 }

@@ -142,9 +142,9 @@ struct cache {
     // Relaxed atomic only because kmalloc's fast path reads it before it knows the class is
     // open (a relaxed load is a plain one).
     relaxed_byte init;
-    // The inline fast paths' interface version this cache is open to (include/slabkit/inline.h;
-    // 0: none). With `init` it makes the gate word those paths compare: open only while `init`
-    // is 0 too. Set once, when the design makes the cache.
+    // The gate tag (gate_tag_of below; 0: none). With `init` it makes the gate word the
+    // library's gated paths and the public header's inline paths compare: open only while
+    // `init` is 0 too. Set once, when the design makes the cache.
     uint8_t inline_abi = 0;
 
     void (*ctor)(void *) = nullptr;
@@ -257,10 +257,9 @@ SLABKIT_ALWAYS_INLINE page *slab_page_of(const void *obj) {
     return pg;
 }
 
-// The fast check of a free: obj lies in the first page of a slab of cache c (owner == c, or any
-// cache when kAnyCache) and is an object start; *owner_out (if given) is then set to the cache.
-// nullptr for anything else, including objects in the later pages of an order > 0 slab: the
-// caller then takes its full check.
+// The fast check of a free: obj lies in a slab of cache c (owner == c, or any cache when
+// kAnyCache) and is an object start; *owner_out (if given) is then set to the cache. nullptr for
+// anything else: the caller then takes its full check (which names a bad free).
 template <bool kAnyCache>
 SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj,
                                             cache **owner_out = nullptr) {
@@ -272,15 +271,26 @@ SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj,
     // Pages of the chunk's metadata have no descriptor.
     if (SLABKIT_UNLIKELY((addr & (kChunkSize - 1)) < kMetaPages * kPageSize)) return nullptr;
     page *pg = reinterpret_cast<page *>(addr & ~(kChunkSize - 1)) + chunk_pfn(obj);
-    if (SLABKIT_UNLIKELY((pg->flags() & (PG_slab | PG_tail)) != PG_slab)) return nullptr;
+    // A page's owner is set only while it is the first page of a slab (mark_slab, init_slab;
+    // clear_slab resets it), so it alone tells a slab's first page from any other: tails, page
+    // blocks and free pages have none. obj's offset from the slab's first object wraps to a huge
+    // value, rejected below, if obj is before it.
     cache *owner = slab_cache(pg);
-    if constexpr (!kAnyCache) {
-        if (SLABKIT_UNLIKELY(owner != c)) return nullptr;
-        owner = const_cast<cache *>(c); // the same, but known without waiting for the load
+    uintptr_t off;
+    if (SLABKIT_LIKELY(kAnyCache ? owner != nullptr : owner == c)) {
+        // The slab's first page: the offset in the page, less the colour.
+        off = (addr & (kPageSize - 1)) - pg->priv[2];
+    } else {
+        // A later page of an order > 0 slab (SLUB's orders 1 to 3, the malloc table's hot
+        // classes): from its head, a few instructions more than the first page's case.
+        if (owner != nullptr || !(pg->flags() & PG_tail)) return nullptr;
+        pg = pg->head;
+        if (SLABKIT_UNLIKELY(pg == nullptr)) return nullptr;
+        owner = slab_cache(pg);
+        if (SLABKIT_UNLIKELY(kAnyCache ? owner == nullptr : owner != c)) return nullptr;
+        off = addr - slab_base(pg);
     }
-    // obj is in the slab's first page, so its offset in that page, less the colour, is its
-    // offset from the first object (wrapping to a huge value, rejected, if it is before it).
-    uintptr_t off = (addr & (kPageSize - 1)) - pg->priv[2];
+    if constexpr (!kAnyCache) owner = const_cast<cache *>(c); // known without the load
     if (SLABKIT_UNLIKELY(owner->rotated_quotient(off) >= owner->objects)) return nullptr;
     // The owner as loaded once (an atomic load is not merged with a later one): kfree's
     // dispatch on its design reads it from here.
@@ -288,8 +298,9 @@ SLABKIT_ALWAYS_INLINE page *slab_page_check(const cache *c, const void *obj,
     return pg;
 }
 
-// The full check of a kmem_cache_free that a design's inline check did not accept (an object
-// in a later page of an order > 0 slab, or a bad free): obj's slab page when obj is an object
+// The full check of a kmem_cache_free that a design's inline check did not accept (a bad free,
+// a debug cache's object, or, through the public header's inline path, an object in a later page
+// of an order > 0 slab): obj's slab page when obj is an object
 // start of c's; otherwise the bad free is reported, naming c, and nullptr returned. nullptr for
 // NULL too, which frees nothing (as kfree(NULL)).
 page *checked_slab_page(cache *c, const void *obj);
@@ -303,13 +314,37 @@ SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const
     return SLABKIT_LIKELY(idx >= 0 && static_cast<uint64_t>(idx) < c->objects);
 }
 
-// The inline fast paths' interface version (include/slabkit/inline.h) a design whose fast
-// paths it mirrors (SLQB's own-slot queues) opens its caches to: none for debug caches (no
-// per-slot structures), for caches on several nodes (a free compares the page's node) and in
-// builds that obfuscate free pointers (the header does not).
+// The gate word: `init` (low byte) and `inline_abi`, the cache's gate tag (high byte), read as
+// one 16-bit word. It is open - the tag set and init 0 - only for a plain cache in plain use
+// (not debugged, one node, no init on alloc or free), and then names which paths may run on it
+// with no further test:
+//   kInlineAbi (1)   SLQB's own-slot queues, whose layout the public header's inline paths
+//                    mirror (include/slabkit/inline.h, version 1: offsets asserted in
+//                    api/inline_abi.cpp), and the library's own gated paths below. Not in
+//                    builds that obfuscate free pointers (the header does not).
+//   0x80 | design    the library's gated paths only: kmalloc's free and the malloc family's
+//                    fast paths go straight to the design's own-slot paths, with no design
+//                    switch and no init or node test (designs::visit_gated). A header compares
+//                    with its own version's value and never opens for these.
+// Each design that has gated paths sets its caches' tag when it makes them (gate_tag_for);
+// SLOB's blocks keep their own checks and its tag stays 0.
 inline constexpr uint8_t kInlineAbi = 1;
-SLABKIT_ALWAYS_INLINE uint8_t inline_abi_for(const cache *c) {
-    return c->debug || c->numa || hardening::kFreelistHardened ? 0 : kInlineAbi;
+SLABKIT_ALWAYS_INLINE constexpr uint8_t gate_tag_of(design d) {
+    return d == design::slqb && !hardening::kFreelistHardened
+               ? kInlineAbi
+               : static_cast<uint8_t>(0x80u | static_cast<unsigned>(d));
+}
+SLABKIT_ALWAYS_INLINE constexpr uint16_t gate_open_word(design d) {
+    return static_cast<uint16_t>(gate_tag_of(d) << 8);
+}
+inline constexpr uint16_t kInlineGateOpen = uint16_t{kInlineAbi} << 8;
+SLABKIT_ALWAYS_INLINE uint8_t gate_tag_for(const cache *c) {
+    return c->debug || c->numa ? 0 : gate_tag_of(c->kind);
+}
+// The gate word. A relaxed atomic load, as `init` may be written while other threads read it.
+SLABKIT_ALWAYS_INLINE uint16_t gate_word(const cache *c) {
+    using word = uint16_t __attribute__((may_alias));
+    return __atomic_load_n(reinterpret_cast<const word *>(&c->init), __ATOMIC_RELAXED);
 }
 
 // The cache's init-on-alloc / init-on-free bits (hardening::init_mode).

@@ -42,12 +42,23 @@
 //                        node does not exist); alloc_fast is the fast path alone of a static
 //                        cache (open_static), through the per-slot storage it was opened with
 //                        (nullptr when it cannot serve, the cache not opened yet included: the
-//                        caller then takes its slow path), for kmalloc's classes under malloc.
+//                        caller then takes its slow path), for kmalloc's classes under malloc;
+//                        alloc_fast<false> leaves out the CPUs' slots (a thread without a slot
+//                        of its own gets nullptr), for a caller whose slow path tries them
+//                        first: its fast path then makes no call and needs no frame.
 //   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
 //                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
 //   free_to_slab(s, pg, obj)
 //                        inline: frees obj, already checked to be an object start of slab page
 //                        pg of cache s (kfree's path).
+//   free_gated(s, pg, obj)
+//                        optional: free_to_slab for a cache whose gate word is open
+//                        (core/cache.hpp: one node, no init on free, not debugged), so without
+//                        those tests; kfree and free call it with no design switch
+//                        (designs::visit_gated). A design that offers it sets its caches' gate
+//                        tag (gate_tag_for) when it makes them; one without it (SLOB) leaves the
+//                        tag 0. The malloc family's fast path compares the same gate before the
+//                        design's alloc_fast.
 #pragma once
 
 #include "core/cache.hpp"
@@ -115,6 +126,12 @@ struct design_stats {
 template <class D>
 inline constexpr bool own_kmalloc_v = requires {
     requires D::own_kmalloc;
+};
+
+// Optional: the gated free (above).
+template <class D>
+inline constexpr bool gated_v = requires(typename D::cache_type *s, page *pg, void *obj) {
+    D::free_gated(s, pg, obj);
 };
 
 template <class D>

@@ -49,6 +49,27 @@ SLABKIT_ALWAYS_INLINE decltype(auto) visit(cache *c, F &&f) {
     });
 }
 
+// f(ops, s) for a cache whose gate word is open (core/cache.hpp) for a design with a gated free
+// (core/design.hpp); otherwise fallback(). One load and compare of the gate word instead of the
+// init test, the design switch and the node test; the first design of the list is compared
+// first.
+template <class F, class G>
+SLABKIT_ALWAYS_INLINE decltype(auto) visit_gated(cache *c, F &&f, G &&fallback) {
+    const uint16_t gate = gate_word(c);
+    switch (__builtin_expect(gate, gate_open_word(static_cast<design>(0)))) {
+#define SLABKIT_DESIGN_GATED_CASE(name)                                                            \
+    case gate_open_word(design::name):                                                             \
+        if constexpr (gated_v<name::ops>)                                                          \
+            return f(name::ops{}, static_cast<name::ops::cache_type *>(c));                        \
+        break;
+        SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_GATED_CASE)
+#undef SLABKIT_DESIGN_GATED_CASE
+    default:
+        break;
+    }
+    return fallback();
+}
+
 // Sets up the process design's bootstrap caches (once; other designs set up theirs when their
 // first cache is made).
 void bootstrap_process_design();

@@ -5,6 +5,7 @@
 #include "core/hardening.hpp"
 
 #include "core/report.hpp"
+#include "kmalloc/hot_class.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -32,30 +33,28 @@ const char *const kClassNames[kNrClasses] = {
 
 // Steps of 16 from 16 to 128, then four per doubling (see kmalloc.hpp).
 constexpr auto kMallocSizes = [] {
-    std::array<size_t, kNrMallocClasses> sizes{};
+    std::array<size_t, kNrFixedMallocClasses> sizes{};
     unsigned n = 0;
     for (size_t s = 16; s <= 128; s += 16) sizes[n++] = s;
     for (size_t base = 128; base < kMaxCacheSize; base *= 2)
         for (size_t k = 1; k <= 4; ++k) sizes[n++] = base + k * base / 4;
     return sizes;
 }();
-static_assert(kMallocSizes[kNrMallocClasses - 1] == kMaxCacheSize);
+static_assert(kMallocSizes[kNrFixedMallocClasses - 1] == kMaxCacheSize);
 
-// The table's class sizes are what index_of<T> computes: checked at compile time, every size.
-template <class_table T>
-constexpr bool table_matches(const size_t *sizes, unsigned count) {
+// The tables' class sizes are what class_of and the malloc formula compute: checked at compile
+// time, every size.
+template <class F>
+constexpr bool table_matches(F index_of_size, const size_t *sizes, unsigned count) {
     for (size_t size = 1; size <= kMaxCacheSize; ++size) {
-        unsigned i = index_of<T>(size);
+        unsigned i = index_of_size(size);
         if (i >= count || sizes[i] < size || (i > 0 && sizes[i - 1] >= size)) return false;
     }
     return true;
 }
-static_assert(table_matches<class_table::kernel>(kClassSizes, kNrClasses));
-static_assert(table_matches<class_table::malloc>(kMallocSizes.data(), kNrMallocClasses));
-
-const size_t *sizes_of(class_table t) {
-    return t == class_table::kernel ? kClassSizes : kMallocSizes.data();
-}
+static_assert(table_matches([](size_t n) { return class_of(n); }, kClassSizes, kNrClasses));
+static_assert(table_matches([](size_t n) { return malloc_fixed_class_of(n); }, kMallocSizes.data(),
+                            kNrFixedMallocClasses));
 
 platform::mutex g_open_lock;
 
@@ -75,11 +74,20 @@ size_t class_align(size_t size) {
 
 template <class_table T>
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
+    // The malloc family allocates from the process's design only; its fast path relies on it
+    // (alloc_fast: an open gate on a class of the gated design means that design is the
+    // process's).
+    if (T == class_table::malloc && d != process_design()) {
+        report("the malloc table's classes serve the process's design (%s) only, not %s",
+               design_name(process_design()), design_name(d));
+        return nullptr;
+    }
     platform::lock_guard guard(g_open_lock);
     return designs::visit(d, [&](auto ops) -> cache * {
         auto &set = set_of<T, decltype(ops)>();
         if (set.open[i].load(std::memory_order_relaxed)) return &set.caches[i];
-        const size_t size = sizes_of(T)[i];
+        const size_t size = class_size(i, T);
+        if (size == 0) return nullptr; // a hot class not made: no step names it
         char base[kNameMax];
         if constexpr (T == class_table::kernel)
             snprintf(base, sizeof base, "%s", kClassNames[i]);
@@ -100,6 +108,10 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
             report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;
         }
+        // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.
+        if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
+            !ops.set_order(&set.caches[i], hot_class_order(set.caches[i].size), &why))
+            report("%s keeps its order: %s", name, why ? why : "?");
         set.open[i].store(true, std::memory_order_release);
         return &set.caches[i];
     });
@@ -131,7 +143,8 @@ unsigned order_for(size_t size) {
 } // namespace
 
 size_t class_size(unsigned i, class_table t) {
-    return sizes_of(t)[i];
+    if (t == class_table::kernel) return kClassSizes[i];
+    return i < kNrFixedMallocClasses ? kMallocSizes[i] : hot_class_size(i - kNrFixedMallocClasses);
 }
 
 unsigned nr_classes(class_table t) {
@@ -158,14 +171,14 @@ constinit std::atomic<uint32_t>
 unsigned own_block_debug(design d, class_table t, size_t size) {
     if (!debugging() || size == 0 || size > kMaxCacheSize) return 0;
     const unsigned ti = t == class_table::kernel ? 0 : 1;
-    const unsigned i = t == class_table::kernel ? class_of(size) : malloc_class_of(size);
+    const unsigned i = t == class_table::kernel ? class_of(size) : malloc_fixed_class_of(size);
     uint32_t v = g_own_debug[ti][i].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(v != 0)) return v - 1;
     char base[kNameMax];
     if (t == class_table::kernel)
         snprintf(base, sizeof base, "%s", kClassNames[i]);
     else
-        snprintf(base, sizeof base, "malloc-%zu", sizes_of(t)[i]);
+        snprintf(base, sizeof base, "malloc-%zu", class_size(i, t));
     char name[kNameMax];
     internal_cache_name(d, base, name, sizeof name);
     const unsigned flags = debug::spec_flags(name) & kDebugFlags;
@@ -269,8 +282,8 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
     return large::guarded() ? nullptr : large::alloc(size, align, zero);
 }
 
-// Everything kfree's fast check did not accept: NULL, the zero-size pointer, objects in later
-// pages of order > 0 slabs, page blocks, OS blocks, and bad frees.
+// Everything kfree's fast check did not accept: NULL, the zero-size pointer, debug caches'
+// objects, page blocks, OS blocks, and bad frees.
 void detail::free_slow(void *p, const char *caller) {
     if (p == nullptr || p == kZeroSizePtr) return;
     // free() must leave errno as it was (POSIX 2024); the paths below make system calls.

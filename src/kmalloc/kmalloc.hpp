@@ -13,7 +13,11 @@
 //           steps of 16 from 16 to 128, then four classes per doubling (160 192 224 256,
 //           320 384 448 512, ... 7168 8192), as jemalloc and mimalloc space theirs: a request
 //           wastes at most a fifth of its block instead of half (a 1 KiB value with a small
-//           header takes 1280 bytes, not 2048).
+//           header takes 1280 bytes, not 2048);
+//           and up to kNrHotClasses "hot" classes of one exact size each (a multiple of 16),
+//           made while the process runs for a size that keeps refilling a class it wastes a
+//           sixteenth or more of (hot_class.cpp): a store of 1040-byte values gets a malloc-1040
+//           class whose slabs are packed, not 1280-byte blocks.
 //
 // A block's kind is found from its address alone (the page descriptor, else the OS block
 // table), so free needs no size and no header.
@@ -31,6 +35,7 @@
 #include "core/cache.hpp"
 #include "designs/designs.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstring>
 
@@ -41,8 +46,13 @@ inline void *const kZeroSizePtr = reinterpret_cast<void *>(16);
 
 enum class class_table : uint8_t { kernel, malloc };
 
-inline constexpr unsigned kNrClasses = 13;       // the kernel table
-inline constexpr unsigned kNrMallocClasses = 32; // the malloc table
+inline constexpr unsigned kNrClasses = 13;            // the kernel table
+inline constexpr unsigned kNrFixedMallocClasses = 32; // the malloc table's own
+inline constexpr unsigned kNrHotClasses = 32;         // ... and its hot ones
+inline constexpr unsigned kNrMallocClasses = kNrFixedMallocClasses + kNrHotClasses;
+// The malloc table maps sizes to classes in steps of this many bytes (its finest spacing).
+inline constexpr unsigned kMallocStepShift = 4;
+inline constexpr unsigned kNrMallocSteps = kMaxCacheSize >> kMallocStepShift;
 
 namespace detail {
 // Sizes 1..192 by (size - 1) / 8, kernel table.
@@ -60,6 +70,14 @@ SLABKIT_ALWAYS_INLINE constexpr unsigned malloc_class_by_formula(size_t size) {
     // x >> (lg - 2) is the top three bits, 4 + the class within the doubling.
     return lg * 4 - 24 + static_cast<unsigned>(x >> (lg - 2));
 }
+
+// The malloc table's class of each step of 16 bytes, (size - 1) >> 4: the formula's class,
+// or a hot class once one is made for that step (hot_class.cpp). One byte load on the fast
+// path, where the formula took a branch and up to seven instructions. Its bytes are read and
+// written as relaxed atomics (__atomic builtins: the table is initialised at compile time,
+// which an array of std::atomic cannot be), as a hot class is published while other threads
+// read the table.
+extern SLABKIT_HIDDEN std::array<uint8_t, kNrMallocSteps> g_malloc_class;
 
 // One design's caches of one table: static descriptors, the design's static per-slot storage
 // for each, and which are open (set, with release order, once the cache is usable).
@@ -116,12 +134,19 @@ SLABKIT_ALWAYS_INLINE constexpr unsigned class_of(size_t size) {
     // 193..8192: powers of two from 256 (index 7).
     return floor_log2(size - 1);
 }
-// The malloc table's class index serving `size` (1..kMaxCacheSize).
-SLABKIT_ALWAYS_INLINE constexpr unsigned malloc_class_of(size_t size) {
+// The malloc table's class index serving `size` (1..kMaxCacheSize) now: a hot class once one
+// serves its step.
+SLABKIT_ALWAYS_INLINE unsigned malloc_class_of(size_t size) {
+    return __atomic_load_n(&detail::g_malloc_class[(size - 1) >> kMallocStepShift],
+                           __ATOMIC_RELAXED);
+}
+// The malloc table's class of `size` without hot classes: 16 to 128 in steps of 16, then four
+// per doubling.
+SLABKIT_ALWAYS_INLINE constexpr unsigned malloc_fixed_class_of(size_t size) {
     return detail::malloc_class_by_formula(size);
 }
 template <class_table T>
-SLABKIT_ALWAYS_INLINE constexpr unsigned index_of(size_t size) {
+SLABKIT_ALWAYS_INLINE unsigned index_of(size_t size) {
     if constexpr (T == class_table::kernel)
         return class_of(size);
     else
@@ -163,16 +188,24 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
 // It reads the class's static per-slot storage directly (its address is a constant plus the
 // class index, where the descriptor's pointer to it would be one more dependent load) and needs
 // no open check: a class not opened yet has no per-slot structure, so its slot entries are null.
-template <class_table T = class_table::kernel>
+//
+// The class's gate word (core/cache.hpp) is its one test: open, the cache is plain (no init
+// on alloc to do, not debugged, one node).
+//
+// kCpu false leaves out the CPUs' slots (core/design.hpp): the malloc family's fast path, whose
+// slow path tries them first.
+template <class_table T = class_table::kernel, bool kCpu = true>
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = index_of<T>(size);
         return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
-            auto &set = detail::set_of<T, decltype(ops)>();
-            // Init on alloc (core/hardening.hpp): the slow path zeroes.
-            if (SLABKIT_UNLIKELY(init_bits(&set.caches[i]) & hardening::kInitOnAlloc))
+            using D = decltype(ops);
+            auto &set = detail::set_of<T, D>();
+            // Init on alloc (core/hardening.hpp), a debug cache, a design without gated paths
+            // (SLOB) or a class not opened yet: the slow path.
+            if (SLABKIT_UNLIKELY(gate_word(&set.caches[i]) != gate_open_word(D::kind)))
                 return nullptr;
-            return ops.alloc_fast(&set.caches[i], &set.slots[i]);
+            return ops.template alloc_fast<kCpu>(&set.caches[i], &set.slots[i]);
         });
     }
     return nullptr;
@@ -185,20 +218,26 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero);
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     cache *owner;
     page *pg = slab_page_check<true>(nullptr, p, &owner);
-    // Init on free (core/hardening.hpp): the slow path zeroes (a call here would cost the fast
-    // path a stack frame).
-    if (SLABKIT_UNLIKELY(!pg || (init_bits(owner) & hardening::kInitOnFree)))
-        return detail::free_slow(p, caller);
-    // The block's design is its slab's cache's: objects of several designs may meet here.
-    return designs::visit(owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE {
-        if constexpr (own_kmalloc_v<decltype(ops)>) {
-            // A design with its own kmalloc (SLOB's size headers) checks its blocks itself and
-            // reports one it does not know, naming the caller.
-            return ops.kfree(s, pg, p, caller);
-        } else {
-            ops.free_to_slab(s, pg, p);
-        }
-    });
+    if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
+    // The block's design is its slab's cache's: objects of several designs may meet here. A
+    // plain cache (its gate open) goes straight to its design's push.
+    return designs::visit_gated(
+        owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE { ops.free_gated(s, pg, p); },
+        [&]() SLABKIT_LAMBDA_INLINE {
+            // Init on free (core/hardening.hpp): the slow path zeroes (a call here would cost
+            // the fast path a stack frame).
+            if (SLABKIT_UNLIKELY(init_bits(owner) & hardening::kInitOnFree))
+                return detail::free_slow(p, caller);
+            return designs::visit(owner, [&](auto ops, auto *s) SLABKIT_LAMBDA_INLINE {
+                if constexpr (own_kmalloc_v<decltype(ops)>) {
+                    // A design with its own kmalloc (SLOB's size headers) checks its blocks
+                    // itself and reports one it does not know, naming the caller.
+                    return ops.kfree(s, pg, p, caller);
+                } else {
+                    ops.free_to_slab(s, pg, p);
+                }
+            });
+        });
 }
 
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the

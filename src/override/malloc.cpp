@@ -3,6 +3,7 @@
 #include "override/malloc.hpp"
 
 #include "core/report.hpp"
+#include "kmalloc/hot_class.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "slabkit/slabkit.h"
@@ -55,7 +56,10 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
         fits = have < size + 2 * kMallocAlign + align;
     } else {
         // A class of one of the two tables.
-        fits = have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
+        // A malloc class of the size: the fixed one, or the hot class of its step (blocks
+        // allocated before the step got it are in the fixed one).
+        fits = have == kmalloc::class_size(kmalloc::malloc_fixed_class_of(size), kMallocTable) ||
+               have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
                have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size));
     }
     const bool aligned = align == 0 || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0;
@@ -81,6 +85,11 @@ void *detail::malloc_slow(size_t size) {
     } else if (size > kMaxRequest) {
         return fail_nomem();
     }
+    // A thread without a slot of its own: the CPU's (malloc's fast path leaves it out, so that
+    // it makes no call).
+    if (void *p = kmalloc::alloc_fast<kMallocTable, true>(process_design(), size)) return p;
+    // The slot is empty: the class is being refilled (hot_class.hpp).
+    kmalloc::note_malloc_refill(process_design(), size);
     void *p = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
     return p ? p : fail_nomem();
 }

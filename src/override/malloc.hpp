@@ -34,8 +34,9 @@ void *aligned_slow(size_t align, size_t size); // align: a power of two above kM
 
 SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
     // The queue pop or a tail call: no stack frame. Everything else (size 0, large sizes, an
-    // empty queue, the first call, which reads the design) is malloc_slow's.
-    void *p = kmalloc::alloc_fast<kMallocTable>(process_design_hint(), size);
+    // empty queue, a thread on the CPUs' slots, the first call, which reads the design) is
+    // malloc_slow's.
+    void *p = kmalloc::alloc_fast<kMallocTable, false>(process_design_hint(), size);
     if (SLABKIT_LIKELY(p != nullptr)) return p;
     return detail::malloc_slow(size);
 }

@@ -287,10 +287,12 @@ void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj);
 // One object from the slot's array, or nullptr (empty, or no array for this cache yet).
 // `cpu_cache` is s->cpu_cache, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
+// kCpu false: a thread without a slot of its own gets nullptr (slub.hpp, alloc_from_cpu).
+template <bool kCpu = true>
 SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
     slab_cpu *c = cpu_cache[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_UNLIKELY(c == nullptr))
-        return slots::on_cpu_slot() ? alloc_from_cpu_array(cpu_cache) : nullptr;
+        return kCpu && slots::on_cpu_slot() ? alloc_from_cpu_array(cpu_cache) : nullptr;
     uint32_t avail = c->ac.count();
     if (SLABKIT_UNLIKELY(avail == 0)) return nullptr;
     // The hot end is the top: the object freed last, still in this CPU's cache.
@@ -327,10 +329,12 @@ SLABKIT_ALWAYS_INLINE void *alloc_node(slab_kmem_cache *s, int node, bool zero) 
 }
 
 // Frees obj, whose slab page pg the caller found to be one of s's (object start checked).
+// kNodeTest false: the caller knows the cache has one node (its gate is open, core/cache.hpp).
+template <bool kNodeTest = true>
 SLABKIT_ALWAYS_INLINE void free_to_slab(slab_kmem_cache *s, page *pg, void *obj) {
     slab_cpu *c = s->cpu_cache[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
-        if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->node)) {
+        if (SLABKIT_LIKELY(!kNodeTest || !s->numa || page_to_nid(pg) == c->node)) {
             uint32_t avail = c->ac.count();
             if (SLABKIT_LIKELY(avail < c->ac.limit)) {
                 // Hardening: the array's last entry freed again would be handed out twice.
@@ -388,8 +392,9 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slab_kmem_cache *s, bool zero) {
         return slab::alloc(s, zero);
     }
+    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slab_kmem_cache *, const slot_storage *slots) {
-        return slab::alloc_from_array(slots->data());
+        return slab::alloc_from_array<kCpu>(slots->data());
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slab_kmem_cache *s, int node, bool zero) {
         return slab::alloc_node(s, node, zero);
@@ -397,6 +402,10 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void free(slab_kmem_cache *s, void *obj) { slab::free(s, obj); }
     SLABKIT_ALWAYS_INLINE static void free_to_slab(slab_kmem_cache *s, page *pg, void *obj) {
         slab::free_to_slab(s, pg, obj);
+    }
+    // The gated free (core/design.hpp): free_to_slab without the node test.
+    SLABKIT_ALWAYS_INLINE static void free_gated(slab_kmem_cache *s, page *pg, void *obj) {
+        slab::free_to_slab<false>(s, pg, obj);
     }
 };
 

@@ -236,8 +236,8 @@ void flush_free_list(slqb_cache *s, slqb_cpu *c);
 // CPU mode: flushes a batch from the queue of the CPU whose slot the caller can hold, if that
 // queue is past hiwater (after a push that took it there).
 SLABKIT_NOINLINE void flush_cpu_queue(slqb_cache *s);
-// The full check of a free the fast check did not accept (an object in a later page of an
-// order > 0 slab, or a bad free), then the free.
+// The full check of a free the fast check did not accept (a bad free, or the debug layer's),
+// then the free.
 SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 
 // ---- fast paths ----------------------------------------------------------------------------
@@ -254,8 +254,7 @@ SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
         // The pop touches only this slot's list and the object itself.
         l.freelist.word.store(reinterpret_cast<uint64_t>(get_freepointer(s, obj)),
                               std::memory_order_relaxed);
-        l.freelist.nr.store(l.freelist.nr.load(std::memory_order_relaxed) - 1,
-                            std::memory_order_relaxed);
+        one_writer_add(l.freelist.nr, ~uint32_t{0}); // minus one
         l.stats[ALLOC].add();
     }
     return obj;
@@ -292,12 +291,14 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj);
 // One object from the slot's queue, or nullptr when the slot has none queued (or no structure
 // for this cache yet): the caller then takes a slow path.
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
-// classes), whose address the caller knows without loading it from the descriptor.
+// classes), whose address the caller knows without loading it from the descriptor. kCpu false:
+// a thread without a slot of its own gets nullptr (slub.hpp, alloc_from_cpu).
+template <bool kCpu = true>
 SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
                                              const std::atomic<slqb_cpu *> *cpu_slab) {
     slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) return pop_from_queue(s, c);
-    if (slots::on_cpu_slot()) return alloc_from_cpu_queue(s, cpu_slab);
+    if (kCpu && slots::on_cpu_slot()) return alloc_from_cpu_queue(s, cpu_slab);
     return nullptr;
 }
 
@@ -315,12 +316,14 @@ SLABKIT_ALWAYS_INLINE void *alloc(slqb_cache *s, bool zero = false) {
 }
 
 // Frees obj, whose slab page pg the caller found to be one of s's (object start checked).
+// kNodeTest false: the caller knows the cache has one node (its gate is open, core/cache.hpp).
+template <bool kNodeTest = true>
 SLABKIT_ALWAYS_INLINE void free_to_slot(slqb_cache *s, page *pg, void *obj) {
     slqb_cpu *c = s->cpu_slab[slots::index()].load(std::memory_order_relaxed);
     // Same node (always, with one node): the object joins this slot's queue, whoever owns its
     // slab, so a producer/consumer pair never touches the producer's structures.
     if (SLABKIT_LIKELY(c != nullptr)) {
-        if (SLABKIT_LIKELY(!s->numa || page_to_nid(pg) == c->list.node))
+        if (SLABKIT_LIKELY(!kNodeTest || !s->numa || page_to_nid(pg) == c->list.node))
             return push_to_queue(s, c, obj);
     } else if (slots::on_cpu_slot()) {
         return free_to_cpu_queue(s, pg, obj);
@@ -384,8 +387,9 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slqb_cache *s, bool zero) {
         return slqb::alloc(s, zero);
     }
+    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots) {
-        return slqb::alloc_from_queue(s, slots->data());
+        return slqb::alloc_from_queue<kCpu>(s, slots->data());
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
         return slqb::alloc_node(s, node, zero);
@@ -393,6 +397,10 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void free(slqb_cache *s, void *obj) { slqb::free(s, obj); }
     SLABKIT_ALWAYS_INLINE static void free_to_slab(slqb_cache *s, page *pg, void *obj) {
         slqb::free_to_slot(s, pg, obj);
+    }
+    // The gated free (core/design.hpp): free_to_slab without the node test.
+    SLABKIT_ALWAYS_INLINE static void free_gated(slqb_cache *s, page *pg, void *obj) {
+        slqb::free_to_slot<false>(s, pg, obj);
     }
 };
 

@@ -69,6 +69,7 @@ void setup_common(slqb_cache *s, const cache_args &args) {
     }
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
+    s->inline_abi = gate_tag_for(s); // plain caches open their gate (core/cache.hpp)
     if (s->debug) {
         s->debug_alloc = debug_slot_alloc;
         s->debug_free = debug_slot_free;
@@ -174,7 +175,6 @@ slqb_cache *create(const cache_args &args, const char **why) {
         free_shared(&cache_cache(), s);
         return nullptr;
     }
-    s->inline_abi = inline_abi_for(s); // its own-slot queues are what the header's paths use
     if (!registry::add(s, why)) {
         free_structures(s);
         s->~slqb_cache();

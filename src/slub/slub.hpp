@@ -238,7 +238,10 @@ void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj);
 
 // One object from the slot's freelist, or nullptr (empty, or no structure for this cache yet).
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
-// classes), whose address the caller knows without loading it from the descriptor.
+// classes), whose address the caller knows without loading it from the descriptor. kCpu false:
+// a thread without a slot of its own gets nullptr rather than the CPU's freelist (a caller
+// whose slow path tries that first keeps its fast path free of calls, so without a frame).
+template <bool kCpu = true>
 SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
     slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
@@ -250,7 +253,7 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub
         }
         return obj;
     }
-    if (slots::on_cpu_slot()) return alloc_from_cpu_freelist(s, cpu_slab);
+    if (kCpu && slots::on_cpu_slot()) return alloc_from_cpu_freelist(s, cpu_slab);
     return nullptr;
 }
 
@@ -339,14 +342,19 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slub_cache *s, bool zero) {
         return slub::alloc(s, zero);
     }
+    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots) {
-        return slub::alloc_from_cpu(s, slots->data());
+        return slub::alloc_from_cpu<kCpu>(s, slots->data());
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slub_cache *s, int node, bool zero) {
         return slub::alloc_node(s, node, zero);
     }
     SLABKIT_ALWAYS_INLINE static void free(slub_cache *s, void *obj) { slub::free(s, obj); }
     SLABKIT_ALWAYS_INLINE static void free_to_slab(slub_cache *s, page *pg, void *obj) {
+        slub::free_to_slab(s, pg, obj);
+    }
+    // The gated free (core/design.hpp): SLUB's free_to_slab has no node test to leave out.
+    SLABKIT_ALWAYS_INLINE static void free_gated(slub_cache *s, page *pg, void *obj) {
         slub::free_to_slab(s, pg, obj);
     }
 };

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -528,6 +530,198 @@ TEST(MallocFamilyContinueOnError, ForeignPointersAreLeftAlone) {
     M(free)(p + 8); // inside a block: reported, not freed
     for (int i = 0; i < 100; ++i) EXPECT_EQ(p[i], 1);
     M(free)(p);
+}
+
+// ---- hot classes (kmalloc/hot_class.hpp) ------------------------------------------------------
+// A size allocated over and over gets a class of its own, exactly its size rounded up to 16, once
+// the fixed class it lands in wastes a sixteenth or more of its block. Hot classes are made for
+// good, at most 32 per process, and other tests' size sequences make some (a thread cycling
+// through the same sizes allocates one step of a class over and over): ctest runs these tests in
+// processes of their own (tests/override/CMakeLists.txt).
+
+bool hot_classes_expected() {
+    const char *off = std::getenv("SLABKIT_HOT_CLASSES");
+    const char *debug = std::getenv("SLABKIT_DEBUG");
+    return std::string(slabkit_allocator()) != "slob" && !(off && std::strcmp(off, "0") == 0) &&
+           !(debug && *debug);
+}
+
+// The live caches' figures of the cache named `name` (the process's design names its malloc
+// classes malloc-<size>); false if there is none.
+bool cache_named(const char *name, slabkit_cache_stats *out) {
+    std::vector<slabkit_cache_stats> all(slabkit_cache_count() + 8);
+    const size_t n = slabkit_stats(all.data(), all.size());
+    for (size_t i = 0; i < n && i < all.size(); ++i)
+        if (std::strcmp(all[i].name, name) == 0) {
+            *out = all[i];
+            return true;
+        }
+    return false;
+}
+
+// Allocates `count` blocks of `size` bytes, keeping them; returns them with their usable sizes.
+std::vector<std::pair<void *, size_t>> allocate_run(size_t size, size_t count, unsigned seed) {
+    std::vector<std::pair<void *, size_t>> blocks;
+    blocks.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+        void *p = M(malloc)(size);
+        EXPECT_NE(p, nullptr);
+        if (!p) break;
+        fill(p, size, seed + static_cast<unsigned>(i));
+        blocks.emplace_back(p, M(malloc_usable_size)(p));
+    }
+    return blocks;
+}
+void check_and_free_run(const std::vector<std::pair<void *, size_t>> &blocks, size_t size,
+                        unsigned seed) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        EXPECT_TRUE(check(blocks[i].first, size, seed + static_cast<unsigned>(i)))
+            << "block " << i << " of " << size << " bytes was overwritten";
+        M(free)(blocks[i].first);
+    }
+}
+
+TEST(MallocHotClasses, ARepeatedSizeGetsAPackedClassOfItsOwn) {
+    if (std::string(slabkit_allocator()) == "slob") GTEST_SKIP() << "SLOB has no classes";
+    const size_t size = 1024 + 16; // the store benchmark's value: 1280-byte blocks without it
+    // Kept blocks, so that the class keeps running empty: the first come from malloc-1280, until
+    // the size has refilled it kHotStreak (64) times in a row (a refill is one object for SLQB,
+    // a slab for SLUB, a batch for SLAB); every block after that from malloc-1040.
+    std::vector<std::pair<void *, size_t>> blocks;
+    while (blocks.size() < 20000 && (blocks.empty() || blocks.back().second != 1040)) {
+        auto more = allocate_run(size, 1, static_cast<unsigned>(blocks.size()));
+        ASSERT_EQ(more.size(), 1u);
+        EXPECT_TRUE(more[0].second == 1040 || more[0].second == 1280) << more[0].second;
+        blocks.push_back(more[0]);
+    }
+    slabkit_cache_stats st{};
+    if (!hot_classes_expected()) {
+        EXPECT_EQ(blocks.back().second, 1280u);
+        EXPECT_FALSE(cache_named("malloc-1040", &st));
+        for (auto [p, usable] : blocks) M(free)(p);
+        return;
+    }
+    ASSERT_EQ(blocks.back().second, 1040u) << "not hot after " << blocks.size() << " blocks";
+    const size_t made_after = blocks.size();
+    auto more = allocate_run(size, 2000, 1000000);
+    for (auto [p, usable] : more) {
+        EXPECT_EQ(usable, 1040u);
+        EXPECT_TRUE(aligned(p, 16));
+    }
+    ASSERT_TRUE(cache_named("malloc-1040", &st));
+    EXPECT_EQ(st.object_size, 1040u);
+    // Packed: a slab wastes at most 1/64 of itself (order 4: 63 objects, 16 bytes left).
+    const size_t slab = size_t{4096} << st.order;
+    EXPECT_LE((slab - size_t{st.objects_per_slab} * st.slot_size) * 64, slab)
+        << "order " << st.order << ", " << st.objects_per_slab << " objects";
+    check_and_free_run(blocks, size, 0);
+    check_and_free_run(more, size, 1000000);
+    // Blocks of both classes went back; a new one is of the hot class from now on.
+    void *p = M(malloc)(size);
+    EXPECT_EQ(M(malloc_usable_size)(p), 1040u);
+    M(free)(p);
+    RecordProperty("blocks_before_hot", static_cast<int>(made_after));
+}
+
+TEST(MallocHotClasses, MixedSizesAndWellFittedSizesMakeNone) {
+    // Two steps of malloc-1536 in turn: neither has a run of refills of its own.
+    std::vector<std::pair<void *, size_t>> blocks;
+    for (int i = 0; i < 6000; ++i) {
+        const size_t size = i % 2 ? 1300 : 1400;
+        void *p = M(malloc)(size);
+        ASSERT_NE(p, nullptr);
+        blocks.emplace_back(p, M(malloc_usable_size)(p));
+    }
+    for (auto [p, usable] : blocks) {
+        if (std::string(slabkit_allocator()) != "slob") {
+            EXPECT_EQ(usable, 1536u);
+        }
+        M(free)(p);
+    }
+    // A size its class fits within a sixteenth (1530 in 1536) keeps the class, however often.
+    auto fitted = allocate_run(1530, 6000, 3);
+    for (auto [p, usable] : fitted) {
+        if (std::string(slabkit_allocator()) != "slob") {
+            EXPECT_EQ(usable, 1536u);
+        }
+    }
+    check_and_free_run(fitted, 1530, 3);
+    slabkit_cache_stats st{};
+    EXPECT_FALSE(cache_named("malloc-1312", &st));
+    EXPECT_FALSE(cache_named("malloc-1408", &st));
+}
+
+// Hot classes already made in this process (earlier tests of the same run): the live caches named
+// malloc-<n> whose size is not one of the fixed table's.
+size_t hot_classes_made() {
+    std::vector<slabkit_cache_stats> all(slabkit_cache_count() + 8);
+    const size_t n = std::min(slabkit_stats(all.data(), all.size()), all.size());
+    size_t hot = 0;
+    for (size_t i = 0; i < n; ++i) {
+        size_t size = 0;
+        if (std::sscanf(all[i].name, "malloc-%zu", &size) != 1) continue;
+        const bool fixed = size <= 128 || (size & (size - 1)) == 0 ||
+                           size % (size_t{1} << (63 - __builtin_clzll(size) - 2)) == 0;
+        hot += !fixed;
+    }
+    return hot;
+}
+
+TEST(MallocHotClasses, AtMost32AndEachThreadsSizeServed) {
+    // 40 sizes up to 2 KiB, each in a step its fixed class wastes a sixteenth or more on (none
+    // the earlier tests use), at most four per class: 4 threads take 10 each at once, so that
+    // promotions race. Each size is allocated until its block is exact (or 6000 times: past
+    // the limit, a size keeps its fixed class).
+    std::vector<size_t> sizes;
+    for (size_t base = 128; base < 2048; base *= 2)
+        for (size_t k = 0; k < 4; ++k) {
+            const size_t lo = base + k * base / 4, hi = base + (k + 1) * base / 4;
+            unsigned taken = 0;
+            for (size_t step_top = lo + 16; step_top < hi && taken < 4; step_top += 16) {
+                if ((hi - step_top) * 16 < hi || step_top == 1040 || step_top == 1312 ||
+                    step_top == 1408)
+                    continue;
+                sizes.push_back(step_top - 3);
+                ++taken;
+            }
+        }
+    ASSERT_GE(sizes.size(), 40u);
+    sizes.resize(40);
+    const size_t before = hot_classes_made();
+    std::vector<std::vector<size_t>> usable(4);
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < 4; ++t)
+        pool.emplace_back([&, t] {
+            for (size_t k = t; k < sizes.size(); k += 4) {
+                const size_t exact = (sizes[k] + 15) & ~size_t{15};
+                std::vector<void *> blocks;
+                size_t last = 0;
+                while (blocks.size() < 6000 && last != exact) {
+                    void *p = M(malloc)(sizes[k]);
+                    if (!p) break;
+                    memset(p, static_cast<int>(k), sizes[k]);
+                    blocks.push_back(p);
+                    last = M(malloc_usable_size)(p);
+                }
+                usable[t].push_back(last);
+                for (void *p : blocks) M(free)(p);
+            }
+        });
+    for (auto &th : pool) th.join();
+    size_t hot = 0;
+    for (unsigned t = 0; t < 4; ++t)
+        for (size_t j = 0; j < usable[t].size(); ++j) {
+            const size_t size = sizes[t + 4 * j];
+            EXPECT_GE(usable[t][j], size);
+            hot += usable[t][j] == ((size + 15) & ~size_t{15});
+        }
+    if (!hot_classes_expected()) {
+        EXPECT_EQ(hot, 0u);
+        EXPECT_EQ(hot_classes_made(), 0u);
+    } else {
+        EXPECT_EQ(hot, 32u - before) << "32 hot classes at most, every size asked first gets one";
+        EXPECT_EQ(hot_classes_made(), 32u);
+    }
 }
 
 // ---- what only the replacement library has ---------------------------------------------------
