@@ -7,17 +7,20 @@
 //
 // Reuse: a program that allocates and frees blocks of several MiB over and over would otherwise
 // pay a fresh mapping and a page fault per page every time. Freed blocks are kept, still mapped
-// and resident, within a budget (SLABKIT_LARGE_RETAIN_MB, 40 MiB by default, 0: none; at most
-// kRetainMax blocks): the newest are kept, the oldest unmapped to make room. An allocation takes
-// the smallest kept block that holds it, keeping its tail beyond the size asked for as a block of
-// its own when that is over 4 MiB (unmapping it otherwise), or grows
-// the largest kept one with mremap (pages move, no copy) when the alignment allows. Kept blocks
-// older than SLABKIT_DECAY_MS are unmapped by the next large allocation or free, or by the
-// trimmer (core/trimmer.hpp); trim (slabkit_trim, malloc_trim) unmaps them all. And a free that
-// finds the page allocator has passed its retain bound since the last free (its
-// over_retain_events moved: the program is freeing more than it reuses) unmaps its block and
-// every kept one, so that resident memory falls when a program shrinks, as it does without the
-// keeping.
+// and resident (at most kRetainMax of them), within two bounds: what the program had in use at
+// its recent peak less what it has in use now (the peak as frees see it, restarted whenever
+// nothing is kept), so that resident memory never exceeds what the program itself had in use, as
+// if every block were unmapped at once; and SLABKIT_LARGE_RETAIN_MB (256 MiB by default, 0:
+// keep nothing). The newest are kept, the oldest unmapped to make room. An allocation takes the
+// smallest kept block that holds it, keeping its tail beyond the size asked for as a block of its
+// own when that is over 4 MiB (unmapping it otherwise); failing that, kept blocks largest first
+// are stitched into one new range by moving their pages there (mremap: no copy, no fault), with
+// fresh pages only for what they do not cover. Kept blocks older than SLABKIT_DECAY_MS are
+// unmapped by the next large allocation or free, or by the trimmer (core/trimmer.hpp); trim
+// (slabkit_trim, malloc_trim) unmaps them all. And a free that finds the page allocator has
+// passed its retain bound since the last free (its over_retain_events moved: the program is
+// freeing more than it reuses) unmaps its block and every kept one, so that resident memory
+// falls when a program shrinks, as it does without the keeping.
 #pragma once
 
 #include <cstddef>

@@ -87,6 +87,12 @@ void *remap(void *addr, size_t old_size, size_t new_size, os_status *status) {
     return p;
 }
 
+os_status move_pages(void *addr, size_t size, void *target) {
+    if (mremap(addr, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED)
+        return {"mremap", errno};
+    return {};
+}
+
 os_status release(void *addr, size_t size) {
     if (munmap(addr, size) != 0) return {"munmap", errno};
     return {};

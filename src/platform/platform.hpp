@@ -63,6 +63,11 @@ os_status release(void *addr, size_t size);
 // it must (mremap): the contents move with it, without a copy through user space. Returns the
 // new address, or nullptr with *status set and the old mapping intact.
 void *remap(void *addr, size_t old_size, size_t new_size, os_status *status);
+// Moves the committed pages of [addr, addr+size) to `target` (mremap with MREMAP_FIXED), which
+// must be `size` bytes of this process's own reservation: whatever was mapped there is replaced,
+// the pages keep their contents and stay resident (no fault on their next touch), and the old
+// range is unmapped. size is a page multiple; addr may be the start of part of a mapping.
+os_status move_pages(void *addr, size_t size, void *target);
 // Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and
 // statistics. Returns 0 and sets *status on failure.
 size_t resident_pages(const void *addr, size_t size, os_status *status);

@@ -1,6 +1,7 @@
 // Large blocks (kmalloc/large.hpp): blocks above the page allocator's largest order, mapped from
-// the OS, and the freed ones kept for reuse within SLABKIT_LARGE_RETAIN_MB (40 MiB by default;
-// the LargeNoRetain tests run in a ctest entry of their own with it set to 0).
+// the OS, and the freed ones kept for reuse within the recent peak in use and
+// SLABKIT_LARGE_RETAIN_MB (256 MiB by default; the LargeNoRetain tests run in a ctest entry of
+// their own with it set to 0).
 #include "kmalloc/large.hpp"
 
 #include "page/page.hpp"
@@ -34,6 +35,21 @@ bool mapped(const void *p, size_t size) {
         size_t n = pages - done < 64 ? pages - done : 64;
         if (mincore(const_cast<char *>(base + done * kPageSize), n * kPageSize, vec) != 0)
             return false;
+    }
+    return true;
+}
+
+// True when every page of [p, p + size) is resident (mincore).
+bool resident(const void *p, size_t size) {
+    unsigned char vec[64];
+    size_t pages = size / kPageSize;
+    auto *base = static_cast<const char *>(p);
+    for (size_t done = 0; done < pages; done += 64) {
+        size_t n = pages - done < 64 ? pages - done : 64;
+        if (mincore(const_cast<char *>(base + done * kPageSize), n * kPageSize, vec) != 0)
+            return false;
+        for (size_t i = 0; i < n; ++i)
+            if (!(vec[i] & 1)) return false;
     }
     return true;
 }
@@ -89,15 +105,26 @@ TEST_F(Large, SmallerRequestTakesABlockAndASmallTailGoesBack) {
     auto *p = static_cast<char *>(large::alloc(8 * kMiB));
     ASSERT_NE(p, nullptr);
     ASSERT_TRUE(large::free(p));
-    void *q = large::alloc(5 * kMiB + 100, kPageSize);
+    void *q = large::alloc(6 * kMiB + kMiB / 2 + 100, kPageSize);
     ASSERT_EQ(q, p);
-    const size_t whole = 5 * kMiB + kPageSize;
+    const size_t whole = 6 * kMiB + kMiB / 2 + kPageSize;
     EXPECT_EQ(large::size_of(q), whole);
     EXPECT_EQ(large::mapped_bytes(), whole);
-    EXPECT_EQ(large::retained_bytes(), 0u); // a tail of 3 MiB could serve no large block
+    EXPECT_EQ(large::retained_bytes(), 0u); // a tail under 2 MiB is not worth a kept entry
     EXPECT_TRUE(mapped(p, whole));
     EXPECT_FALSE(mapped(p + whole, kPageSize)); // so it was unmapped
     EXPECT_TRUE(large::free(q));
+    // A tail of 2 MiB or more stays kept, though it could serve no large block alone: stitched,
+    // it saves part of one's faults.
+    large::release_retained(0, true);
+    auto *r = static_cast<char *>(large::alloc(8 * kMiB));
+    ASSERT_NE(r, nullptr);
+    ASSERT_TRUE(large::free(r));
+    void *t = large::alloc(5 * kMiB, kPageSize);
+    ASSERT_EQ(t, r);
+    EXPECT_EQ(large::retained_bytes(), 3 * kMiB);
+    EXPECT_TRUE(mapped(r + 5 * kMiB, 3 * kMiB));
+    EXPECT_TRUE(large::free(t));
 }
 
 TEST_F(Large, ABigTailStaysKeptAndServesTheNextBlock) {
@@ -127,7 +154,7 @@ TEST_F(Large, LargerRequestGrowsAKeptBlock) {
     ASSERT_TRUE(large::free(p));
     auto *q = static_cast<unsigned char *>(large::alloc(9 * kMiB + kPageSize, 0, true));
     ASSERT_NE(q, nullptr);
-    EXPECT_EQ(large::retained_bytes(), 0u); // taken, grown with mremap
+    EXPECT_EQ(large::retained_bytes(), 0u); // taken, its pages moved into a larger range
     EXPECT_EQ(large::size_of(q), 9 * kMiB + kPageSize);
     for (size_t i = 0; i < 9 * kMiB + kPageSize; i += 4099) ASSERT_EQ(q[i], 0) << i;
     memset(q, 1, 9 * kMiB + kPageSize);
@@ -146,30 +173,91 @@ TEST_F(Large, StricterAlignmentIsNeverServedByAMisalignedBlock) {
     EXPECT_TRUE(large::free(q));
 }
 
-TEST_F(Large, BudgetKeepsTheNewestAndNeverMore) {
+// Kept blocks never take resident memory past what the program had in use at its peak, nor past
+// the budget.
+TEST_F(Large, KeptBlocksStayWithinThePeakInUseAndTheBudget) {
     const uint64_t budget = large::retain_budget();
-    const size_t size = 12 * kMiB;
-    ASSERT_GE(budget, 2 * size) << "the default budget is 40 MiB";
+    ASSERT_GE(budget, 64 * kMiB) << "the default budget is 256 MiB";
+    // Four of 12 MiB in use at once, then freed: all four kept (48 MiB, the peak).
     void *blocks[4];
     for (auto &b : blocks) {
-        b = large::alloc(size);
+        b = large::alloc(12 * kMiB);
         ASSERT_NE(b, nullptr);
     }
-    for (auto *b : blocks) {
-        ASSERT_TRUE(large::free(b));
-        EXPECT_LE(large::retained_bytes(), budget);
+    for (auto *b : blocks) ASSERT_TRUE(large::free(b));
+    EXPECT_EQ(large::retained_bytes(), 48 * kMiB);
+    EXPECT_EQ(large::retained_blocks(), 4u);
+    large::release_retained(0, true);
+    // A random program: up to 4 blocks of 5 to 24 MiB in use; after every free, what is in use
+    // and what is kept together stay within the most it had in use at once.
+    std::mt19937 rng(7);
+    std::vector<std::pair<void *, size_t>> live;
+    uint64_t peak = 0, in_use = 0;
+    for (int step = 0; step < 200; ++step) {
+        if (live.size() < 4 && (live.empty() || rng() % 2)) {
+            const size_t size = (5 + rng() % 20) * kMiB + (rng() % 3) * kPageSize;
+            void *p = large::alloc(size, kPageSize);
+            ASSERT_NE(p, nullptr);
+            memset(p, static_cast<int>(step), size);
+            live.emplace_back(p, size);
+            in_use += size;
+            if (in_use > peak) peak = in_use;
+        } else {
+            const size_t k = rng() % live.size();
+            ASSERT_TRUE(large::free(live[k].first));
+            in_use -= live[k].second;
+            live.erase(live.begin() + static_cast<long>(k));
+            EXPECT_LE(large::mapped_bytes() + large::retained_bytes(), peak) << "step " << step;
+            EXPECT_LE(large::retained_bytes(), budget);
+        }
     }
-    const uint64_t kept = budget / size;
-    EXPECT_EQ(large::retained_blocks(), kept);
-    // The oldest went back to the OS; the newest are kept.
-    EXPECT_FALSE(mapped(blocks[0], kPageSize));
-    EXPECT_TRUE(mapped(blocks[3], size));
+    for (auto [p, size] : live) ASSERT_TRUE(large::free(p));
     // A block over the budget is never kept.
     void *huge = large::alloc(budget + kMiB);
     ASSERT_NE(huge, nullptr);
     ASSERT_TRUE(large::free(huge));
     EXPECT_FALSE(mapped(huge, kPageSize));
     EXPECT_LE(large::retained_bytes(), budget);
+}
+
+// A request no kept block holds takes several, their pages moved (not copied, not faulted) into
+// one new range, and fresh pages only for the rest.
+TEST_F(Large, KeptBlocksAreStitchedIntoALargerOne) {
+    auto *a = static_cast<unsigned char *>(large::alloc(6 * kMiB));
+    auto *b = static_cast<unsigned char *>(large::alloc(5 * kMiB));
+    ASSERT_TRUE(a && b);
+    memset(a, 0xa1, 6 * kMiB);
+    memset(b, 0xb2, 5 * kMiB);
+    ASSERT_TRUE(large::free(a));
+    ASSERT_TRUE(large::free(b));
+    ASSERT_EQ(large::retained_bytes(), 11 * kMiB);
+    // 10 MiB: all of the 6 MiB block (the largest first), then 4 MiB of the 5 MiB one, whose last
+    // 1 MiB, too small to serve a large block, goes back.
+    auto *q = static_cast<unsigned char *>(large::alloc(10 * kMiB, kPageSize));
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(large::size_of(q), 10 * kMiB);
+    EXPECT_EQ(large::retained_bytes(), 0u);
+    EXPECT_TRUE(resident(q, 10 * kMiB)) << "moved pages are resident before any touch";
+    EXPECT_EQ(q[0], 0xa1);
+    EXPECT_EQ(q[6 * kMiB - 1], 0xa1);
+    EXPECT_EQ(q[6 * kMiB], 0xb2);
+    EXPECT_EQ(q[10 * kMiB - 1], 0xb2);
+    EXPECT_FALSE(mapped(a, kPageSize)); // the old ranges are gone
+    EXPECT_FALSE(mapped(b, 5 * kMiB));
+    ASSERT_TRUE(large::free(q));
+    // 14 MiB from the 10 MiB kept: its pages, and 4 MiB fresh (not resident until touched).
+    auto *r = static_cast<unsigned char *>(large::alloc(14 * kMiB, kPageSize));
+    ASSERT_NE(r, nullptr);
+    EXPECT_TRUE(resident(r, 10 * kMiB));
+    EXPECT_FALSE(resident(r + 10 * kMiB, kPageSize));
+    EXPECT_EQ(r[0], 0xa1);
+    memset(r, 3, 14 * kMiB);
+    ASSERT_TRUE(large::free(r));
+    // Zeroed on request, stitched or not.
+    auto *z = static_cast<unsigned char *>(large::alloc(16 * kMiB, kPageSize, true));
+    ASSERT_NE(z, nullptr);
+    for (size_t i = 0; i < 16 * kMiB; i += 4093) ASSERT_EQ(z[i], 0) << i;
+    ASSERT_TRUE(large::free(z));
 }
 
 TEST_F(Large, OldBlocksDecayAndTrimGivesAllBack) {
