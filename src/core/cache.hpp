@@ -19,7 +19,10 @@
 //
 // Slab pages (the page allocator's head descriptor of each slab) carry:
 //   state    PG_head | PG_slab | order
-//   owner    the cache (a `cache *`)
+//   owner    the cache (a `cache *`). Set only while the page is a slab's first page
+//            (mark_slab/init_slab, cleared by clear_slab), so a free's fast check reads it alone
+//            to tell a slab's first page from any other; the public header's inline free
+//            (include/slabkit/inline.h, version 1) relies on it too.
 //   aux      the design's: SLQB's inuse (objects of this slab not on its own freelist)
 //   priv[0]  the slab's own freelist (first free object, linked through free pointers)
 //   priv[1]  the design's: SLQB's owner list of the slab, SLUB's counters word (inuse,
