@@ -53,8 +53,9 @@
 /* A page descriptor: */
 #define SLABKIT_INLINE_V1_PAGE_FLAGS 0x00u  /* uint32 */
 #define SLABKIT_INLINE_V1_PAGE_COLOUR 0x30u /* uintptr: the first object's offset in the page */
-#define SLABKIT_INLINE_V1_PAGE_OWNER 0x38u  /* pointer: the slab's cache, set only on a slab's
-                                              * first page (NULL on every other page) */
+/* The owner, a pointer: the slab's cache, set only on a slab's first page (NULL on every other
+ * page). */
+#define SLABKIT_INLINE_V1_PAGE_OWNER 0x38u
 #define SLABKIT_INLINE_V1_PG_SLAB 0x200u
 #define SLABKIT_INLINE_V1_PG_TAIL 0x20u
 
