@@ -43,9 +43,11 @@
 //                        cache (open_static), through the per-slot storage it was opened with
 //                        (nullptr when it cannot serve, the cache not opened yet included: the
 //                        caller then takes its slow path), for kmalloc's classes under malloc;
-//                        alloc_fast<false> leaves out the CPUs' slots (a thread without a slot
-//                        of its own gets nullptr), for a caller whose slow path tries them
-//                        first: its fast path then makes no call and needs no frame.
+//                        alloc_fast(s, slots, on_cpu, on_empty) returns on_cpu() for a thread
+//                        without a slot of its own while the CPUs have slots and on_empty()
+//                        where the two-argument form returns nullptr, so that a caller (the
+//                        malloc family) can make those its own tail calls: its fast path then
+//                        makes no call and needs no stack frame.
 //   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
 //                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
 //   free_to_slab(s, pg, obj)

@@ -191,10 +191,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
 //
 // The class's gate word (core/cache.hpp) is its one test: open, the cache is plain (no init
 // on alloc to do, not debugged, one node).
-//
-// kCpu false leaves out the CPUs' slots (core/design.hpp): the malloc family's fast path, whose
-// slow path tries them first.
-template <class_table T = class_table::kernel, bool kCpu = true>
+template <class_table T = class_table::kernel>
 SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         unsigned i = index_of<T>(size);
@@ -205,10 +202,48 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
             // (SLOB) or a class not opened yet: the slow path.
             if (SLABKIT_UNLIKELY(gate_word(&set.caches[i]) != gate_open_word(D::kind)))
                 return nullptr;
-            return ops.template alloc_fast<kCpu>(&set.caches[i], &set.slots[i]);
+            return ops.alloc_fast(&set.caches[i], &set.slots[i]);
         });
     }
     return nullptr;
+}
+
+namespace detail {
+// Class i's object from the CPU's slot for a thread without a slot of its own, else
+// fallback(size). Out of line: alloc_fast_or's tail call.
+template <class_table T>
+SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
+                                       void *(*fallback)(size_t)) {
+    void *p = designs::visit(d, [&](auto ops) -> void * {
+        auto &set = detail::set_of<T, decltype(ops)>();
+        return ops.alloc_fast(&set.caches[i], &set.slots[i]);
+    });
+    return p ? p : fallback(size);
+}
+} // namespace detail
+
+// The fast path for a caller with a slow path of its own, fallback(size) (the malloc family):
+// the slot's object, or a tail call - to the CPU's slot for a thread on the CPUs' slots, to
+// fallback otherwise - so that the caller makes no call of its own and needs no stack frame
+// (a call back from the CPU's path to fallback made the caller keep `size` in a saved register).
+template <class_table T>
+SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallback)(size_t)) {
+    if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
+        const unsigned i = index_of<T>(size);
+        return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
+            using D = decltype(ops);
+            auto &set = detail::set_of<T, D>();
+            if (SLABKIT_UNLIKELY(gate_word(&set.caches[i]) != gate_open_word(D::kind)))
+                return fallback(size);
+            return ops.alloc_fast(
+                &set.caches[i], &set.slots[i],
+                [&]() SLABKIT_LAMBDA_INLINE {
+                    return detail::alloc_on_cpu_or<T>(d, i, size, fallback);
+                },
+                [&]() SLABKIT_LAMBDA_INLINE { return fallback(size); });
+        });
+    }
+    return fallback(size);
 }
 
 // A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest kernel class

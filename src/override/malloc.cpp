@@ -85,10 +85,7 @@ void *detail::malloc_slow(size_t size) {
     } else if (size > kMaxRequest) {
         return fail_nomem();
     }
-    // A thread without a slot of its own: the CPU's (malloc's fast path leaves it out, so that
-    // it makes no call).
-    if (void *p = kmalloc::alloc_fast<kMallocTable, true>(process_design(), size)) return p;
-    // The slot is empty: the class is being refilled (hot_class.hpp).
+    // The slot (or the CPU's) is empty: the class is being refilled (hot_class.hpp).
     kmalloc::note_malloc_refill(process_design(), size);
     void *p = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
     return p ? p : fail_nomem();

@@ -33,12 +33,10 @@ void *aligned_slow(size_t align, size_t size); // align: a power of two above kM
 } // namespace detail
 
 SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
-    // The queue pop or a tail call: no stack frame. Everything else (size 0, large sizes, an
-    // empty queue, a thread on the CPUs' slots, the first call, which reads the design) is
-    // malloc_slow's.
-    void *p = kmalloc::alloc_fast<kMallocTable, false>(process_design_hint(), size);
-    if (SLABKIT_LIKELY(p != nullptr)) return p;
-    return detail::malloc_slow(size);
+    // The queue pop or a tail call: no stack frame. A thread on the CPUs' slots goes on to its
+    // CPU's; everything else (size 0, large sizes, an empty queue, the first call, which reads
+    // the design) is malloc_slow's.
+    return kmalloc::alloc_fast_or<kMallocTable>(process_design_hint(), size, detail::malloc_slow);
 }
 
 SLABKIT_ALWAYS_INLINE void *calloc(size_t n, size_t size) {

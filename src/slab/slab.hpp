@@ -287,19 +287,25 @@ void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj);
 // One object from the slot's array, or nullptr (empty, or no array for this cache yet).
 // `cpu_cache` is s->cpu_cache, or the static array a static cache was opened with (kmalloc's
 // classes), whose address the caller knows without loading it from the descriptor.
-// kCpu false: a thread without a slot of its own gets nullptr (slub.hpp, alloc_from_cpu).
-template <bool kCpu = true>
-SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
+// on_cpu() serves a thread without a slot of its own while the CPUs have slots, on_empty() the
+// rest (core/design.hpp, alloc_fast).
+template <class OnCpu, class OnEmpty>
+SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache,
+                                             OnCpu &&on_cpu, OnEmpty &&on_empty) {
     slab_cpu *c = cpu_cache[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(c == nullptr))
-        return kCpu && slots::on_cpu_slot() ? alloc_from_cpu_array(cpu_cache) : nullptr;
+    if (SLABKIT_UNLIKELY(c == nullptr)) return slots::on_cpu_slot() ? on_cpu() : on_empty();
     uint32_t avail = c->ac.count();
-    if (SLABKIT_UNLIKELY(avail == 0)) return nullptr;
+    if (SLABKIT_UNLIKELY(avail == 0)) return on_empty();
     // The hot end is the top: the object freed last, still in this CPU's cache.
     c->ac.set_count(avail - 1);
     c->ac.touched = 1;
     c->stats[ALLOCHIT].add();
     return c->entry()[avail - 1];
+}
+SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
+    return alloc_from_array(
+        cpu_cache, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_array(cpu_cache); },
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the array and clears it).
@@ -392,9 +398,13 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slab_kmem_cache *s, bool zero) {
         return slab::alloc(s, zero);
     }
-    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slab_kmem_cache *, const slot_storage *slots) {
-        return slab::alloc_from_array<kCpu>(slots->data());
+        return slab::alloc_from_array(slots->data());
+    }
+    template <class OnCpu, class OnEmpty>
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slab_kmem_cache *, const slot_storage *slots,
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
+        return slab::alloc_from_array(slots->data(), on_cpu, on_empty);
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slab_kmem_cache *s, int node, bool zero) {
         return slab::alloc_node(s, node, zero);

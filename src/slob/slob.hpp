@@ -147,9 +147,10 @@ struct ops {
     static void fork_boot(fork_op) {}
     static void fork_cache(slob_cache *s, fork_op op) { slob::fork_cache(s, op); }
     static void *alloc(slob_cache *s, bool zero) { return slob::alloc(s, kAnyNode, zero); }
-    template <bool kCpu = true>
-    static void *alloc_fast(slob_cache *, const slot_storage *) {
-        return nullptr;
+    static void *alloc_fast(slob_cache *, const slot_storage *) { return nullptr; }
+    template <class OnCpu, class OnEmpty>
+    static void *alloc_fast(slob_cache *, const slot_storage *, OnCpu &&, OnEmpty &&on_empty) {
+        return on_empty();
     }
     static void *alloc_node(slob_cache *s, int node, bool zero) {
         return slob::alloc(s, node, zero);

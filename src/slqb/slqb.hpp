@@ -291,15 +291,25 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj);
 // One object from the slot's queue, or nullptr when the slot has none queued (or no structure
 // for this cache yet): the caller then takes a slow path.
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
-// classes), whose address the caller knows without loading it from the descriptor. kCpu false:
-// a thread without a slot of its own gets nullptr (slub.hpp, alloc_from_cpu).
-template <bool kCpu = true>
+// classes), whose address the caller knows without loading it from the descriptor. on_cpu()
+// serves a thread without a slot of its own while the CPUs have slots, on_empty() the rest
+// (core/design.hpp, alloc_fast).
+template <class OnCpu, class OnEmpty>
+SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab,
+                                             OnCpu &&on_cpu, OnEmpty &&on_empty) {
+    slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
+    if (SLABKIT_LIKELY(c != nullptr)) {
+        if (void *obj = pop_from_queue(s, c); SLABKIT_LIKELY(obj != nullptr)) return obj;
+        return on_empty();
+    }
+    if (slots::on_cpu_slot()) return on_cpu();
+    return on_empty();
+}
 SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
                                              const std::atomic<slqb_cpu *> *cpu_slab) {
-    slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
-    if (SLABKIT_LIKELY(c != nullptr)) return pop_from_queue(s, c);
-    if (kCpu && slots::on_cpu_slot()) return alloc_from_cpu_queue(s, cpu_slab);
-    return nullptr;
+    return alloc_from_queue(
+        s, cpu_slab, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_queue(s, cpu_slab); },
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
 }
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
@@ -387,9 +397,13 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slqb_cache *s, bool zero) {
         return slqb::alloc(s, zero);
     }
-    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots) {
-        return slqb::alloc_from_queue<kCpu>(s, slots->data());
+        return slqb::alloc_from_queue(s, slots->data());
+    }
+    template <class OnCpu, class OnEmpty>
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots,
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
+        return slqb::alloc_from_queue(s, slots->data(), on_cpu, on_empty);
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
         return slqb::alloc_node(s, node, zero);

@@ -238,11 +238,12 @@ void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj);
 
 // One object from the slot's freelist, or nullptr (empty, or no structure for this cache yet).
 // `cpu_slab` is s->cpu_slab, or the static array a static cache was opened with (kmalloc's
-// classes), whose address the caller knows without loading it from the descriptor. kCpu false:
-// a thread without a slot of its own gets nullptr rather than the CPU's freelist (a caller
-// whose slow path tries that first keeps its fast path free of calls, so without a frame).
-template <bool kCpu = true>
-SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
+// classes), whose address the caller knows without loading it from the descriptor. on_cpu()
+// serves a thread without a slot of its own while the CPUs have slots, on_empty() the rest
+// (core/design.hpp, alloc_fast).
+template <class OnCpu, class OnEmpty>
+SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab,
+                                           OnCpu &&on_cpu, OnEmpty &&on_empty) {
     slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
         void *obj = c->freelist;
@@ -250,11 +251,17 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub
             // The pop touches only this slot's structure and the object itself.
             c->freelist = get_freepointer(s, obj);
             c->stats[ALLOC_FASTPATH].add();
+            return obj;
         }
-        return obj;
+        return on_empty();
     }
-    if (kCpu && slots::on_cpu_slot()) return alloc_from_cpu_freelist(s, cpu_slab);
-    return nullptr;
+    if (slots::on_cpu_slot()) return on_cpu();
+    return on_empty();
+}
+SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
+    return alloc_from_cpu(
+        s, cpu_slab, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_freelist(s, cpu_slab); },
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the slot's freelist and clears
@@ -342,9 +349,13 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc(slub_cache *s, bool zero) {
         return slub::alloc(s, zero);
     }
-    template <bool kCpu = true>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots) {
-        return slub::alloc_from_cpu<kCpu>(s, slots->data());
+        return slub::alloc_from_cpu(s, slots->data());
+    }
+    template <class OnCpu, class OnEmpty>
+    SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots,
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
+        return slub::alloc_from_cpu(s, slots->data(), on_cpu, on_empty);
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slub_cache *s, int node, bool zero) {
         return slub::alloc_node(s, node, zero);
