@@ -85,12 +85,11 @@ void select_old(uint64_t before_ms, bool force, unmap_list &out) {
     while (g_nr_kept > 0 && (force || g_kept[0].freed_ms <= before_ms)) out.add(take_kept(0));
 }
 
-// Blocks this size and smaller come from the page allocator, never from here.
-constexpr size_t kSmallestLarge = kPageSize << kMaxOrder;
 // The rest of a kept block that served a smaller request stays kept from this size up: too
 // small to serve a block alone, it still saves the faults of part of one stitched together
-// (large-random: 1 MiB kept the faults near tcmalloc's but peaked 2% above glibc; 4 MiB
-// faulted 60% more; 2 MiB between, and below glibc's peak).
+// (large-random: 1 MiB kept the faults near tcmalloc's but peaked 2% above glibc; 4 MiB, the
+// page allocator's largest block and so the smallest that could serve alone, faulted 60% more;
+// 2 MiB between, and below glibc's peak).
 constexpr size_t kMinKeptRest = size_t{2} << 20;
 
 uint64_t decay_cutoff(uint64_t now) {
