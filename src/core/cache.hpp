@@ -147,8 +147,9 @@ struct cache {
     relaxed_byte init;
     // The gate tag (gate_tag_of below; 0: none). With `init` it makes the gate word the
     // library's gated paths and the public header's inline paths compare: open only while
-    // `init` is 0 too. Set once, when the design makes the cache.
-    uint8_t inline_abi = 0;
+    // `init` is 0 too. Set once, when the design makes the cache; a relaxed atomic like `init`,
+    // as fast paths read the gate word of a class while another thread opens it.
+    relaxed_byte inline_abi;
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created

@@ -69,7 +69,7 @@ void setup_common(slqb_cache *s, const cache_args &args) {
     }
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
-    s->inline_abi = gate_tag_for(s); // plain caches open their gate (core/cache.hpp)
+    s->inline_abi.store(gate_tag_for(s)); // plain caches open their gate (core/cache.hpp)
     if (s->debug) {
         s->debug_alloc = debug_slot_alloc;
         s->debug_free = debug_slot_free;

@@ -102,7 +102,7 @@ void setup_common(slub_cache *s, const cache_args &args) {
                                            : default_cpu_partial(s->size));
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
-    s->inline_abi = gate_tag_for(s); // plain caches open their gate (core/cache.hpp)
+    s->inline_abi.store(gate_tag_for(s)); // plain caches open their gate (core/cache.hpp)
     if (s->debug) {
         set_cpu_partial(s, 0);
         s->debug_alloc = debug_slot_alloc;
