@@ -7,6 +7,8 @@
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "designs/designs.hpp"
+#include "kmalloc/hot_class.hpp"
+#include "kmalloc/kmalloc.hpp"
 #include "kmalloc/large.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -247,10 +249,11 @@ void api::print_stats(int fd) {
              mib(t.returned_pages * page), mib(t.reserved_bytes));
     print_to(fd,
              "slabkit: %llu blocks mapped from the OS directly (%.1f MiB), %llu more kept for "
-             "reuse (%.1f MiB); %llu bad frees reported\n",
+             "reuse (%.1f MiB); %llu bad frees reported; %u hot malloc classes made (of %u)\n",
              static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
              static_cast<unsigned long long>(t.kept_blocks), mib(t.kept_bytes),
-             static_cast<unsigned long long>(t.errors));
+             static_cast<unsigned long long>(t.errors), kmalloc::nr_hot_classes(),
+             kmalloc::kNrHotClasses);
     slabkit_slot_stats sl;
     slabkit_get_slot_stats(&sl);
     print_to(fd,

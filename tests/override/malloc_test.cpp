@@ -621,6 +621,24 @@ TEST(MallocHotClasses, ARepeatedSizeGetsAPackedClassOfItsOwn) {
     EXPECT_EQ(M(malloc_usable_size)(p), 1040u);
     M(free)(p);
     RecordProperty("blocks_before_hot", static_cast<int>(made_after));
+    // The statistics report counts it.
+    FILE *f = tmpfile();
+    ASSERT_NE(f, nullptr);
+    slabkit_print_stats(fileno(f));
+    rewind(f);
+    char line[512];
+    unsigned made = 0, of = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, " hot malloc classes made (of ");
+        if (!at) continue;
+        while (at > line && at[-1] != ' ') --at; // back to the count's first digit
+        found = sscanf(at, "%u hot malloc classes made (of %u)", &made, &of) == 2;
+    }
+    fclose(f);
+    ASSERT_TRUE(found) << "no 'hot malloc classes made' in the statistics report";
+    EXPECT_GE(made, 1u);
+    EXPECT_EQ(of, 32u);
 }
 
 TEST(MallocHotClasses, MixedSizesAndWellFittedSizesMakeNone) {
