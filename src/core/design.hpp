@@ -48,6 +48,10 @@
 //                        where the two-argument form returns nullptr, so that a caller (the
 //                        malloc family) can make those its own tail calls: its fast path then
 //                        makes no call and needs no stack frame.
+//   alloc_cpu(s, slots)  out of line: the CPU's pop (an rseq critical section) for a thread
+//                        without a slot of its own while the CPUs have slots, or nullptr; what
+//                        alloc_fast calls then, for a caller that has already found the thread
+//                        on the CPUs' slots (alloc_fast's on_cpu continuation).
 //   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
 //                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
 //   free_to_slab(s, pg, obj)
@@ -158,6 +162,7 @@ concept slab_design = std::derived_from<typename D::cache_type, cache> &&
     { D::fork_cache(s, op) } -> std::same_as<void>;
     { D::alloc(s, flag) } -> std::same_as<void *>;
     { D::alloc_fast(s, const_slots) } -> std::same_as<void *>;
+    { D::alloc_cpu(s, const_slots) } -> std::same_as<void *>;
     { D::alloc_node(s, node, flag) } -> std::same_as<void *>;
     { D::free(s, obj) } -> std::same_as<void>;
     { D::free_to_slab(s, pg, obj) } -> std::same_as<void>;

@@ -216,7 +216,7 @@ SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
                                        void *(*fallback)(size_t)) {
     void *p = designs::visit(d, [&](auto ops) -> void * {
         auto &set = detail::set_of<T, decltype(ops)>();
-        return ops.alloc_fast(&set.caches[i], &set.slots[i]);
+        return ops.alloc_cpu(&set.caches[i], &set.slots[i]);
     });
     return p ? p : fallback(size);
 }

@@ -406,6 +406,9 @@ struct ops {
                                                   OnCpu &&on_cpu, OnEmpty &&on_empty) {
         return slab::alloc_from_array(slots->data(), on_cpu, on_empty);
     }
+    static void *alloc_cpu(slab_kmem_cache *, const slot_storage *slots) {
+        return slab::alloc_from_cpu_array(slots->data());
+    }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slab_kmem_cache *s, int node, bool zero) {
         return slab::alloc_node(s, node, zero);
     }

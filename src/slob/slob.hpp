@@ -152,6 +152,7 @@ struct ops {
     static void *alloc_fast(slob_cache *, const slot_storage *, OnCpu &&, OnEmpty &&on_empty) {
         return on_empty();
     }
+    static void *alloc_cpu(slob_cache *, const slot_storage *) { return nullptr; }
     static void *alloc_node(slob_cache *s, int node, bool zero) {
         return slob::alloc(s, node, zero);
     }

@@ -405,6 +405,9 @@ struct ops {
                                                   OnCpu &&on_cpu, OnEmpty &&on_empty) {
         return slqb::alloc_from_queue(s, slots->data(), on_cpu, on_empty);
     }
+    static void *alloc_cpu(slqb_cache *s, const slot_storage *slots) {
+        return slqb::alloc_from_cpu_queue(s, slots->data());
+    }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
         return slqb::alloc_node(s, node, zero);
     }

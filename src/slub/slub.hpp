@@ -357,6 +357,9 @@ struct ops {
                                                   OnCpu &&on_cpu, OnEmpty &&on_empty) {
         return slub::alloc_from_cpu(s, slots->data(), on_cpu, on_empty);
     }
+    static void *alloc_cpu(slub_cache *s, const slot_storage *slots) {
+        return slub::alloc_from_cpu_freelist(s, slots->data());
+    }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slub_cache *s, int node, bool zero) {
         return slub::alloc_node(s, node, zero);
     }

@@ -35,6 +35,7 @@ struct complete_ops {
     static void fork_cache(cache *, fork_op) {}
     static void *alloc(cache *, bool) { return nullptr; }
     static void *alloc_fast(cache *, const slot_storage *) { return nullptr; }
+    static void *alloc_cpu(cache *, const slot_storage *) { return nullptr; }
     static void *alloc_node(cache *, int, bool) { return nullptr; }
     static void free(cache *, void *) {}
     static void free_to_slab(cache *, page *, void *) {}
