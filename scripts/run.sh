@@ -17,7 +17,7 @@
 #      the CPUs' slots with rseq, and auto, the default) and under each of those mallocs, time and
 #      peak RSS (bench/thread_scaling.py; SLQB only in the quick run).
 # Each script measures every design of the build by default, so nothing here names a design.
-# Quick by default (3 min 7 s on the project's 2-CPU machine with four designs, five parts,
+# Quick by default (3 min 31 s on the project's 2-CPU machine with four designs, five parts,
 # 2026-12-02);
 # --full: longer runs, 3 rounds, medians, and the full kbuild set over 5 rounds. --no-pages
 # skips part 2, --no-kbuild part 3, --no-patterns part 4, --no-threads part 5.
