@@ -26,8 +26,9 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// True when [p, p + size) is mapped (mincore fails with ENOMEM on an unmapped page).
-bool mapped(const void *p, size_t size) {
+// True when every page of [p, p + size) is mapped (mincore fails with ENOMEM on an unmapped
+// page) and, with `resident_too`, resident.
+bool all_pages(const void *p, size_t size, bool resident_too) {
     unsigned char vec[64];
     size_t pages = size / kPageSize;
     auto *base = static_cast<const char *>(p);
@@ -35,23 +36,16 @@ bool mapped(const void *p, size_t size) {
         size_t n = pages - done < 64 ? pages - done : 64;
         if (mincore(const_cast<char *>(base + done * kPageSize), n * kPageSize, vec) != 0)
             return false;
-    }
-    return true;
-}
-
-// True when every page of [p, p + size) is resident (mincore).
-bool resident(const void *p, size_t size) {
-    unsigned char vec[64];
-    size_t pages = size / kPageSize;
-    auto *base = static_cast<const char *>(p);
-    for (size_t done = 0; done < pages; done += 64) {
-        size_t n = pages - done < 64 ? pages - done : 64;
-        if (mincore(const_cast<char *>(base + done * kPageSize), n * kPageSize, vec) != 0)
-            return false;
-        for (size_t i = 0; i < n; ++i)
+        for (size_t i = 0; resident_too && i < n; ++i)
             if (!(vec[i] & 1)) return false;
     }
     return true;
+}
+bool mapped(const void *p, size_t size) {
+    return all_pages(p, size, false);
+}
+bool resident(const void *p, size_t size) {
+    return all_pages(p, size, true);
 }
 
 class Large : public ::testing::Test {
