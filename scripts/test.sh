@@ -34,9 +34,13 @@ for preset in "${presets[@]}"; do
   if [ "$status" -ne 0 ]; then
     failed_steps+=("$preset tests")
     # What each failing test said, repeated at the end where a log's tail shows it.
+    # The assertions, sanitizer reports and timeouts first: a failing test's output may also
+    # hold many reports it expected (the debug tests' BUG reports), which come after.
     { echo "-- $preset"
-      grep -E -A4 ': Failure$|^\[  FAILED  \]|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|^slabkit: |Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
-        head -80; } >>"$failure_notes"
+      grep -E '^ *[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log"
+      grep -E -A6 ': Failure$|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
+        head -100
+      grep -E '^\[  FAILED  \]' "$log" | sort -u | head -40; } >>"$failure_notes"
   fi
   # The clang preset builds and runs the libFuzzer target (tests/fuzz, ctest entry api_fuzz, a
   # bounded run over the seed corpus): it must not drop out silently.
