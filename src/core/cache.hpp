@@ -103,28 +103,38 @@ struct cache_args {
     size_t align;
     unsigned flags;
     void (*ctor)(void *);
-    // At most this many bytes of free objects parked per slot (0: the design's own sizing). For
-    // caches that many threads share with mixed sizes (the malloc table's): a design whose
-    // per-slot queues are sized for throughput alone (SLQB's hiwater is up to 1 MiB per slot for
-    // objects of 1 KiB and up) would otherwise hold that much per thread and class.
+    // At most this many bytes of free objects parked per slot to start with (0: the design's own
+    // sizing). For caches that many threads share with mixed sizes (the malloc table's): a
+    // design whose per-slot queues are sized for throughput alone (SLQB's hiwater is up to 1 MiB
+    // per slot for objects of 1 KiB and up) would otherwise hold that much per thread and class.
+    // A design may let the bound grow under bursts of frees, up to its own sizing (SLQB does).
     size_t queue_bytes = 0;
+    // What that growth may add, in bytes of bound (objects x object size), shared by every cache
+    // given the same counter and taken from it as they grow (nullptr: no limit but the design's
+    // sizing). The malloc table's classes share one, so that the few classes a program's
+    // bursts need grow rather than every class that ever saw one.
+    std::atomic<int64_t> *queue_growth_budget = nullptr;
 };
 // A readable reason why the arguments cannot make a cache, or nullptr when they can.
 const char *cache_args_invalid(const cache_args &args);
 
-// A byte a fast path may read while another thread's slow path writes it: relaxed atomic loads
-// and stores (plain moves), and copyable with the descriptor that holds it.
-struct relaxed_byte {
-    std::atomic<uint8_t> v{0};
-    relaxed_byte() = default;
-    relaxed_byte(const relaxed_byte &o) : v(o.load()) {}
-    relaxed_byte &operator=(const relaxed_byte &o) {
+// A value a fast path may read while another thread's slow path writes it (a gate byte, a queue
+// bound): relaxed atomic loads and stores (plain moves), and copyable with the descriptor that
+// holds it.
+template <class T>
+struct relaxed {
+    std::atomic<T> v{0};
+    relaxed() = default;
+    relaxed(const relaxed &o) : v(o.load()) {}
+    relaxed &operator=(const relaxed &o) {
         store(o.load());
         return *this;
     }
-    uint8_t load() const { return v.load(std::memory_order_relaxed); }
-    void store(uint8_t x) { v.store(x, std::memory_order_relaxed); }
+    T load() const { return v.load(std::memory_order_relaxed); }
+    void store(T x) { v.store(x, std::memory_order_relaxed); }
 };
+using relaxed_byte = relaxed<uint8_t>;
+static_assert(sizeof(relaxed<uint32_t>) == sizeof(uint32_t));
 
 struct cache {
     // Hot: read by the design's fast paths and by every free.

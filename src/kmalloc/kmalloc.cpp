@@ -58,13 +58,32 @@ static_assert(table_matches([](size_t n) { return malloc_fixed_class_of(n); }, k
 
 platform::mutex g_open_lock;
 
-// The malloc table's per-slot parking bound (cache_args::queue_bytes), SLABKIT_MALLOC_QUEUE_KB;
-// read once, under g_open_lock.
+// The malloc table's per-slot parking bound to start with (cache_args::queue_bytes; SLQB grows
+// it under bursts of frees), SLABKIT_MALLOC_QUEUE_KB (0: the design's own sizing from the
+// start); read once, under g_open_lock. 64 KiB: a queue of 1 KiB blocks starts 64 long, of
+// 4 KiB blocks 16, where the design's sizing parks up to 1 MiB per class and slot.
+constexpr size_t kMallocQueueKiB = 64;
 size_t malloc_queue_bytes() {
     static size_t bytes = ~size_t{0};
     if (bytes == ~size_t{0})
-        bytes = platform::env_uint("SLABKIT_MALLOC_QUEUE_KB", 0, 0, 1u << 20) * 1024;
+        bytes = platform::env_uint("SLABKIT_MALLOC_QUEUE_KB", kMallocQueueKiB, 0, 1u << 20) * 1024;
     return bytes;
+}
+
+// What the malloc classes' queue bounds may grow by, all classes together
+// (cache_args::queue_growth_budget), SLABKIT_MALLOC_QUEUE_GROW_KB; set under g_open_lock, before
+// the first class is opened. 2 MiB: the 1 KiB class grown to the design's sizing (1024 objects)
+// takes 960 KiB of it.
+constexpr size_t kMallocQueueGrowKiB = 2048;
+std::atomic<int64_t> g_malloc_queue_growth{-1};
+std::atomic<int64_t> *malloc_queue_growth_budget() {
+    if (g_malloc_queue_growth.load(std::memory_order_relaxed) < 0)
+        g_malloc_queue_growth.store(
+            static_cast<int64_t>(platform::env_uint("SLABKIT_MALLOC_QUEUE_GROW_KB",
+                                                    kMallocQueueGrowKiB, 0, 1u << 30)) *
+                1024,
+            std::memory_order_relaxed);
+    return &g_malloc_queue_growth;
 }
 
 size_t class_align(size_t size) {
@@ -103,7 +122,10 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         if ((args.flags & kDebugFlags) && (size & (size - 1)) == 0) args.align = size;
         // The malloc table serves whole programs, many threads at once: what a slot may park is
         // bounded in bytes (the kernel table keeps each design's own sizing).
-        if constexpr (T == class_table::malloc) args.queue_bytes = malloc_queue_bytes();
+        if constexpr (T == class_table::malloc) {
+            args.queue_bytes = malloc_queue_bytes();
+            args.queue_growth_budget = malloc_queue_growth_budget();
+        }
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
             report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;

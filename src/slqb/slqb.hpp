@@ -73,6 +73,7 @@ enum stat_item : unsigned {
     FLUSH_RFREE_LIST_OBJECTS,
     CLAIM_REMOTE_LIST,
     CLAIM_REMOTE_LIST_OBJECTS,
+    QUEUE_GROW, // slabkit's own: the cache's queues doubled (slqb_cache::hiwater_max)
     NR_STATS
 };
 extern const char *const kStatNames[NR_STATS];
@@ -139,6 +140,11 @@ struct alignas(kCacheLine) slqb_list {
     slqb_cache *cache = nullptr;
     unsigned node = 0;
     bool is_node_list = false;
+    // A slot list's queue growth test (slqb_cache::hiwater_max), in what the lines above leave
+    // free (a slot's structure stays six lines): the low 32 bits of ALLOC at its last overflow
+    // flush, and how many overflow flushes in a row looked like a burst.
+    uint8_t burst_flushes = 0;
+    uint32_t allocs_at_flush = 0;
 
     // Slabs, under page_lock.
     alignas(kCacheLine) platform::mutex page_lock;
@@ -160,6 +166,10 @@ struct alignas(kCacheLine) slqb_cpu {
     uint64_t trim_seen = 0;            // last trimmer epoch this slot honoured
 };
 
+// Six lines: one more for a field or two made the kmem_cache fast paths of slab_bench 10% to 35%
+// slower at 64 B and up (slot structures placed differently within their pages).
+static_assert(sizeof(slqb_cpu) == 6 * kCacheLine);
+
 // Where the queue and its ALLOC counter are in a slot's structure, for the rseq sections.
 inline constexpr int kQueueDisp =
     static_cast<int>(offsetof(slqb_cpu, list) + offsetof(slqb_list, freelist));
@@ -172,8 +182,20 @@ struct alignas(kCacheLine) slqb_node {
 };
 
 struct slqb_cache : cache {
-    uint32_t hiwater = 0;
-    uint32_t freebatch = 0;
+    // A slot queue's bound and the objects a flush moves (hiwater / 4 unless tuned). Read by the
+    // fast paths; a slow path may raise both while they run (queue growth, below).
+    relaxed<uint32_t> hiwater;
+    relaxed<uint32_t> freebatch;
+    // Queue growth: a cache made with a byte bound (cache_args::queue_bytes, the malloc
+    // table's) starts its queues that short and doubles them, up to hiwater_max (the design's
+    // own sizing), when a slot's queue overflows twice in a row with fewer than freebatch / 2
+    // allocations between the flushes: frees in a burst longer than the queue, whose objects
+    // would otherwise go back to their slabs one batch at a time only to be taken again. A slot
+    // whose allocations and frees merely wander does not meet that test, so the bound, and the
+    // memory parked, stays where it started. hiwater_max == hiwater: no growth (every other
+    // cache, and one whose tunables were set). Each doubling takes what it adds from the
+    // creator's budget (cache_args::queue_growth_budget), and does not happen without it.
+    relaxed<uint32_t> hiwater_max;
     // kMaxSlots + 1 pointers (the last, for slots::index()'s "no slot", always null), each made
     // on its slot's first use (by the slot's owner; others read them for statistics and trims,
     // hence atomic; the fast path's relaxed load is a plain one).
@@ -181,6 +203,7 @@ struct slqb_cache : cache {
     slqb_node *node_slab[platform::kMaxNodes] = {};
     unsigned nr_nodes = 0; // set when the cache is made (zero: static descriptors stay in .bss)
     bool meta = false;     // a bootstrap cache: its per-slot structures are static
+    std::atomic<int64_t> *queue_growth_budget = nullptr; // see hiwater_max
     // Bumped by shrink: slots flush their queues at their next slow path when they see it move.
     std::atomic<uint64_t> shrink_gen{0};
     // Work done by threads without a slot, counted with atomic adds.
@@ -232,6 +255,8 @@ uint64_t frees_of(const slqb_list *l);
 // thread has none yet".
 void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero);
 void free_slow(slqb_cache *s, page *pg, void *obj);
+// A slot's queue past hiwater after a free: flushes a batch (and grows the cache's queues when
+// the flushes come in a burst, see slqb_cache::hiwater_max).
 void flush_free_list(slqb_cache *s, slqb_cpu *c);
 // CPU mode: flushes a batch from the queue of the CPU whose slot the caller can hold, if that
 // queue is past hiwater (after a push that took it there).
@@ -271,7 +296,7 @@ SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) 
     l.freelist.word.store(reinterpret_cast<uint64_t>(obj), std::memory_order_relaxed);
     uint32_t n = l.freelist.nr.load(std::memory_order_relaxed) + 1;
     l.freelist.nr.store(n, std::memory_order_relaxed);
-    if (SLABKIT_UNLIKELY(n > s->hiwater)) return flush_free_list(s, c);
+    if (SLABKIT_UNLIKELY(n > s->hiwater.load())) return flush_free_list(s, c);
 }
 
 // The fast paths of a thread without a slot of its own, when the CPUs have slots: the same pop

@@ -47,7 +47,7 @@ static void *get_object(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
     void *obj = queue_pop(s, l->freelist);
     if (!obj && l->remote_free_check.load(std::memory_order_relaxed)) {
         claim_remote_list(s, l);
-        if (c && l->freelist.count() > s->hiwater) flush_free_list(s, c);
+        if (c && l->freelist.count() > s->hiwater.load()) flush_batch(s, c); // not a burst
         obj = queue_pop(s, l->freelist);
     }
     if (!obj) {

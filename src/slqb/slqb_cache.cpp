@@ -26,6 +26,7 @@ const char *const kStatNames[NR_STATS] = {
     "FLUSH_RFREE_LIST_OBJECTS",
     "CLAIM_REMOTE_LIST",
     "CLAIM_REMOTE_LIST_OBJECTS",
+    "QUEUE_GROW",
 };
 
 // SLQB's order policy: order 0 unless that wastes more than 25% (then order 1), else the
@@ -58,14 +59,18 @@ void setup_common(slqb_cache *s, const cache_args &args) {
     // freebatch = max(4 pages' worth, min(256, 64 pages' worth)) of objects, at least 1.
     size_t fb = 64 * kPageSize / s->size < 256 ? 64 * kPageSize / s->size : 256;
     if (4 * kPageSize / s->size > fb) fb = 4 * kPageSize / s->size;
-    s->freebatch = fb ? static_cast<uint32_t>(fb) : 1;
-    s->hiwater = 4 * s->freebatch;
-    // A byte bound from the creator: a shorter queue (still four batches long, at least 4
-    // objects) rather than a smaller share of objects per batch.
-    if (args.queue_bytes && uint64_t{s->hiwater} * s->size > args.queue_bytes) {
+    const uint32_t batch = fb ? static_cast<uint32_t>(fb) : 1;
+    s->freebatch.store(batch);
+    s->hiwater.store(4 * batch);
+    s->hiwater_max.store(4 * batch);
+    // A byte bound from the creator: a shorter queue to start with (still four batches long, at
+    // least 4 objects) rather than a smaller share of objects per batch; it may grow back to
+    // the design's sizing (hiwater_max, grow_queues).
+    if (args.queue_bytes && uint64_t{4} * batch * s->size > args.queue_bytes) {
         uint64_t hw = args.queue_bytes / s->size;
-        s->hiwater = static_cast<uint32_t>(hw < 4 ? 4 : hw);
-        s->freebatch = s->hiwater / 4;
+        s->hiwater.store(static_cast<uint32_t>(hw < 4 ? 4 : hw));
+        s->freebatch.store(s->hiwater.load() / 4);
+        s->queue_growth_budget = args.queue_growth_budget;
     }
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
@@ -315,8 +320,9 @@ void trim(slqb_cache *s) {
 
 bool tune(slqb_cache *s, uint32_t hiwater, uint32_t freebatch) {
     if (freebatch < 1 || freebatch > hiwater + 1 || hiwater > kMaxHiwater) return false;
-    s->hiwater = hiwater;
-    s->freebatch = freebatch;
+    s->hiwater.store(hiwater);
+    s->freebatch.store(freebatch);
+    s->hiwater_max.store(hiwater); // set by hand: no growth
     return true;
 }
 
@@ -329,7 +335,7 @@ bool tune(slqb_cache *s, const char *name, unsigned long value, const char **why
             return false;
         }
         uint32_t v = static_cast<uint32_t>(value);
-        bool ok = name[0] == 'h' ? tune(s, v, s->freebatch) : tune(s, s->hiwater, v);
+        bool ok = name[0] == 'h' ? tune(s, v, s->freebatch.load()) : tune(s, s->hiwater.load(), v);
         if (!ok)
             *why = "freebatch must be at least 1 and at most hiwater + 1, and hiwater at most "
                    "16384";
@@ -373,12 +379,12 @@ void statistics(slqb_cache *s, design_stats *out) {
     out->tunable_names[0] = "order";
     out->tunables[0] = s->order;
     out->tunable_names[1] = "hiwater";
-    out->tunables[1] = s->hiwater;
+    out->tunables[1] = s->hiwater.load();
     out->tunable_names[2] = "freebatch";
-    out->tunables[2] = s->freebatch;
+    out->tunables[2] = s->freebatch.load();
     // SLQB's /proc/slabinfo put hiwater and freebatch in the limit and batchcount columns.
-    out->slabinfo_tunables[0] = s->hiwater;
-    out->slabinfo_tunables[1] = s->freebatch;
+    out->slabinfo_tunables[0] = s->hiwater.load();
+    out->slabinfo_tunables[1] = s->freebatch.load();
 }
 
 void gather_stats(slqb_cache *s, stats_totals *out) {

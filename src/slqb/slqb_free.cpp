@@ -115,7 +115,7 @@ void flush_remote(slqb_cache *s, slqb_cpu *c) {
     count(me, FLUSH_RFREE_LIST);
     count(me, FLUSH_RFREE_LIST_OBJECTS, n);
     set_freepointer(s, c->rlist.tail, nullptr);
-    if (dst->inbox.count() > s->hiwater / 2) {
+    if (dst->inbox.count() > s->hiwater.load() / 2) {
         // The owner is not draining its inbox: give the objects straight back to its slabs.
         release_chain chain;
         {
@@ -133,7 +133,8 @@ void flush_remote(slqb_cache *s, slqb_cpu *c) {
         uint32_t before = dst->inbox.count();
         queue_append(s, dst->inbox, c->rlist.head, c->rlist.tail, n);
         // Flag the owner only when the inbox crosses a batch: it claims when its queue runs dry.
-        if (before < s->freebatch && before + n >= s->freebatch)
+        const uint32_t batch = s->freebatch.load();
+        if (before < batch && before + n >= batch)
             dst->remote_free_check.store(true, std::memory_order_relaxed);
     }
     c->rlist.head = c->rlist.tail = nullptr;
@@ -148,7 +149,7 @@ void free_to_remote(slqb_cache *s, slqb_cpu *c, page *pg, void *obj) {
     }
     set_freepointer(s, obj, nullptr);
     queue_append(s, c->rlist, obj, obj, 1);
-    if (c->rlist.count() >= s->freebatch) flush_remote(s, c);
+    if (c->rlist.count() >= s->freebatch.load()) flush_remote(s, c);
 }
 
 // Flushes up to `limit` objects from the hot end of l's queue.
@@ -189,12 +190,57 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     release_slabs(chain);
 }
 
+// Queue growth (slqb_cache::hiwater_max), at an overflow flush of slot c: a flush that follows
+// the slot's previous one with fewer than half a batch of allocations between them is part of
+// a burst of frees; two in a row (a burst that went on for two batches past a full queue)
+// double the cache's queues, if the budget they share has room. A slot whose frees and
+// allocations merely wander meets the test now and then where batches are short (4 objects for
+// 4 KiB blocks), and a program's real bursts of frees may touch every class: the budget, not
+// the test, is what keeps the sum of the bounds down, growing the classes whose bursts come
+// first. One slot's bursts grow every slot's bound (the bound is the cache's, read by the fast
+// paths); a slot only parks that much if its own frees outrun its allocations.
+static constexpr uint32_t kBurstFlushes = 2;
+
+static void grow_queues(slqb_cache *s, slqb_cpu *c, uint32_t batch) {
+    slqb_list &l = c->list;
+    const uint32_t allocs = static_cast<uint32_t>(l.stats[ALLOC].get());
+    const bool burst = allocs - l.allocs_at_flush < (batch + 1) / 2; // modulo 2^32
+    l.allocs_at_flush = allocs;
+    l.burst_flushes = burst ? static_cast<uint8_t>(l.burst_flushes + 1) : 0;
+    if (l.burst_flushes < kBurstFlushes) return;
+    l.burst_flushes = 0;
+    uint32_t hw = s->hiwater.load();
+    const uint32_t max = s->hiwater_max.load();
+    const uint32_t next = hw * 2 < max ? hw * 2 : max;
+    if (next <= hw) return;
+    // The growth's bytes from the shared budget first; none left: the queues stay as they are.
+    const int64_t bytes = int64_t{next - hw} * s->size;
+    std::atomic<int64_t> *budget = s->queue_growth_budget;
+    if (budget && budget->fetch_sub(bytes, std::memory_order_relaxed) < bytes) {
+        budget->fetch_add(bytes, std::memory_order_relaxed);
+        return;
+    }
+    // Slots of other CPUs or threads may decide the same at once: one doubling wins.
+    if (s->hiwater.v.compare_exchange_strong(hw, next, std::memory_order_relaxed)) {
+        s->freebatch.store(next / 4);
+        count(&c->list, QUEUE_GROW);
+    } else if (budget) {
+        budget->fetch_add(bytes, std::memory_order_relaxed);
+    }
+}
+
 void flush_free_list(slqb_cache *s, slqb_cpu *c) {
-    flush_some(s, &c->list, c, s->freebatch);
+    const uint32_t batch = s->freebatch.load();
+    if (SLABKIT_UNLIKELY(s->hiwater.load() < s->hiwater_max.load())) grow_queues(s, c, batch);
+    flush_some(s, &c->list, c, batch);
+}
+
+void flush_batch(slqb_cache *s, slqb_cpu *c) {
+    flush_some(s, &c->list, c, s->freebatch.load());
 }
 
 void flush_node_batch(slqb_cache *s, slqb_list *l) {
-    flush_some(s, l, nullptr, s->freebatch);
+    flush_some(s, l, nullptr, s->freebatch.load());
 }
 
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c) {
@@ -212,7 +258,7 @@ void flush_cpu(slqb_cache *s, slqb_cpu *c) {
 
 void trim_cpu(slqb_cache *s, slqb_cpu *c) {
     claim_remote_list(s, &c->list);
-    flush_free_list(s, c);
+    flush_batch(s, c);
     flush_remote(s, c);
 }
 
@@ -234,7 +280,7 @@ void free_slow(slqb_cache *s, page *pg, void *obj) {
         set_freepointer(s, obj, q.head());
         uint32_t n = q.count() + 1;
         q.set(obj, n);
-        if (n > s->hiwater) flush_free_list(s, c);
+        if (n > s->hiwater.load()) flush_free_list(s, c);
         return;
     }
     // Another node's object goes home through the outbox without visiting this slot's queue.
@@ -246,7 +292,7 @@ void flush_cpu_queue(slqb_cache *s) {
     slots::hold held;
     if (held.slot() == kNoSlot) return; // the slot's next slow path flushes
     slqb_cpu *c = s->cpu_slab[held.slot()].load(std::memory_order_acquire);
-    if (c && c->list.freelist.count() > s->hiwater) flush_free_list(s, c);
+    if (c && c->list.freelist.count() > s->hiwater.load()) flush_free_list(s, c);
 }
 
 void free_shared(slqb_cache *s, void *obj) {
@@ -280,7 +326,7 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
         if (SLABKIT_LIKELY(nr != 0)) {
             if (SLABKIT_UNLIKELY(nr == platform::kRseqDoubleFree))
                 return report_double_free(s, obj);
-            if (SLABKIT_UNLIKELY(nr > s->hiwater)) flush_cpu_queue(s);
+            if (SLABKIT_UNLIKELY(nr > s->hiwater.load())) flush_cpu_queue(s);
             return;
         }
     }

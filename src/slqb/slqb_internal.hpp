@@ -31,6 +31,9 @@ void flush_remote(slqb_cache *s, slqb_cpu *c);
 // Flushes every object of l's queue (objects of other lists' slabs go through c's outbox; c may
 // be null for a node list, whose queue only holds its own slabs' objects).
 void flush_free_list_all(slqb_cache *s, slqb_list *l, slqb_cpu *c);
+// One batch (freebatch objects) from the hot end of slot c's queue back to the slabs (their
+// owners' through the outbox), without counting towards queue growth (flush_free_list's).
+void flush_batch(slqb_cache *s, slqb_cpu *c);
 // One batch (freebatch objects) from the hot end of node list l's queue back to its slabs (the
 // trimmer; the caller holds the node's list_lock).
 void flush_node_batch(slqb_cache *s, slqb_list *l);

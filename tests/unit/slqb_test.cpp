@@ -56,8 +56,8 @@ TEST_F(Slqb, WatermarksFollowTheSlqbFormula) {
     for (auto c : cases) {
         std::string name = "wm-" + std::to_string(c.size);
         slqb_cache *s = make(name.c_str(), c.size);
-        EXPECT_EQ(s->freebatch, c.freebatch) << c.size;
-        EXPECT_EQ(s->hiwater, 4 * c.freebatch) << c.size;
+        EXPECT_EQ(s->freebatch.load(), c.freebatch) << c.size;
+        EXPECT_EQ(s->hiwater.load(), 4 * c.freebatch) << c.size;
     }
     const char *why = nullptr;
     EXPECT_EQ(create(cache_args{"wm-8", 8, 0, 0, nullptr}, &why), nullptr);
@@ -83,14 +83,110 @@ TEST_F(Slqb, QueueBytesBoundShortensTheQueue) {
         slqb_cache *s = create(args, &why);
         ASSERT_NE(s, nullptr) << (why ? why : "");
         made_.push_back(s);
-        EXPECT_EQ(s->hiwater, c.hiwater) << c.size;
-        EXPECT_EQ(s->freebatch, c.freebatch) << c.size;
+        EXPECT_EQ(s->hiwater.load(), c.hiwater) << c.size;
+        EXPECT_EQ(s->freebatch.load(), c.freebatch) << c.size;
         // The queue really stops at hiwater: free more than that and count what is parked.
         std::vector<void *> objs;
-        for (uint32_t i = 0; i < 3 * s->hiwater; ++i) objs.push_back(alloc(s));
+        for (uint32_t i = 0; i < 3 * s->hiwater.load(); ++i) objs.push_back(alloc(s));
         for (void *p : objs) free(s, p);
-        EXPECT_LE(totals(s).queued, s->hiwater) << c.size;
+        EXPECT_LE(totals(s).queued, s->hiwater.load()) << c.size;
     }
+}
+
+// A cache with a queue bound (the malloc table's) made with 1 KiB objects: queues start 64 long
+// and may grow to the design's 1024 (freebatch 256).
+slqb_cache *make_bounded(std::vector<slqb_cache *> &made, const char *name) {
+    const char *why = nullptr;
+    cache_args args{name, 1024, 0, 0, nullptr};
+    args.queue_bytes = 65536;
+    slqb_cache *s = create(args, &why);
+    EXPECT_NE(s, nullptr) << (why ? why : "");
+    if (s) made.push_back(s);
+    return s;
+}
+
+TEST_F(Slqb, QueuesGrowUnderBurstsOfFrees) {
+    slqb_cache *s = make_bounded(made_, "grow-burst");
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->hiwater.load(), 64u);
+    EXPECT_EQ(s->hiwater_max.load(), 1024u);
+    // Allocate 2000, free them all: the frees outrun the queue, batch after batch with no
+    // allocation between the flushes.
+    std::vector<void *> objs;
+    for (int i = 0; i < 2000; ++i) objs.push_back(alloc(s));
+    for (void *p : objs) free(s, p);
+    EXPECT_EQ(s->hiwater.load(), 1024u); // doubled four times, up to the design's sizing
+    EXPECT_EQ(s->freebatch.load(), 256u);
+    stats_totals t = totals(s);
+    EXPECT_EQ(t.counters[QUEUE_GROW], 4u);
+    EXPECT_LE(t.queued, 1024u);
+    EXPECT_GT(t.queued, 512u);
+    // The next round of the same burst is served from the queue it grew: 512 objects come
+    // back without touching a slab.
+    const uint64_t fills = t.counters[ALLOC_SLAB_FILL] + t.counters[ALLOC_SLAB_NEW];
+    objs.clear();
+    for (int i = 0; i < 512; ++i) objs.push_back(alloc(s));
+    t = totals(s);
+    EXPECT_EQ(t.counters[ALLOC_SLAB_FILL] + t.counters[ALLOC_SLAB_NEW], fills);
+    for (void *p : objs) free(s, p);
+}
+
+TEST_F(Slqb, QueuesDoNotGrowWhenFreesAndAllocationsMix) {
+    slqb_cache *s = make_bounded(made_, "grow-mixed");
+    ASSERT_NE(s, nullptr);
+    // Net one free in five operations (free 3, allocate 2): the queue reaches hiwater again and
+    // again, but with two batches' worth of allocations between its flushes: no burst.
+    std::vector<void *> live;
+    for (int i = 0; i < 6000; ++i) live.push_back(alloc(s));
+    for (int round = 0; round < 2000; ++round) {
+        for (int k = 0; k < 3; ++k) {
+            free(s, live.back());
+            live.pop_back();
+        }
+        for (int k = 0; k < 2; ++k) live.push_back(alloc(s));
+    }
+    stats_totals t = totals(s);
+    EXPECT_GT(t.counters[FLUSH_FREE_LIST], 10u); // it did overflow
+    EXPECT_EQ(t.counters[QUEUE_GROW], 0u);
+    EXPECT_EQ(s->hiwater.load(), 64u);
+    for (void *p : live) free(s, p);
+}
+
+TEST_F(Slqb, QueueGrowthTakesFromTheSharedBudget) {
+    // Room for one doubling of a 1 KiB cache's queues (64 more objects, 64 KiB) and a little:
+    // the first cache's burst takes it, the second's finds none left.
+    std::atomic<int64_t> budget{65536 + 1000};
+    slqb_cache *caches[2];
+    for (int i = 0; i < 2; ++i) {
+        const char *why = nullptr;
+        cache_args args{i ? "budget-b" : "budget-a", 1024, 0, 0, nullptr};
+        args.queue_bytes = 65536;
+        args.queue_growth_budget = &budget;
+        caches[i] = create(args, &why);
+        ASSERT_NE(caches[i], nullptr) << (why ? why : "");
+        made_.push_back(caches[i]);
+    }
+    for (slqb_cache *s : caches) {
+        std::vector<void *> objs;
+        for (int i = 0; i < 2000; ++i) objs.push_back(alloc(s));
+        for (void *p : objs) free(s, p);
+    }
+    EXPECT_EQ(caches[0]->hiwater.load(), 128u);
+    EXPECT_EQ(totals(caches[0]).counters[QUEUE_GROW], 1u);
+    EXPECT_EQ(caches[1]->hiwater.load(), 64u);
+    EXPECT_EQ(totals(caches[1]).counters[QUEUE_GROW], 0u);
+    EXPECT_EQ(budget.load(), 1000);
+}
+
+TEST_F(Slqb, TunedQueuesDoNotGrow) {
+    slqb_cache *s = make_bounded(made_, "grow-tuned");
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(tune(s, 32, 8));
+    std::vector<void *> objs;
+    for (int i = 0; i < 1000; ++i) objs.push_back(alloc(s));
+    for (void *p : objs) free(s, p);
+    EXPECT_EQ(s->hiwater.load(), 32u);
+    EXPECT_EQ(totals(s).counters[QUEUE_GROW], 0u);
 }
 
 TEST_F(Slqb, AllocFreeKeepsInvariants) {
@@ -111,7 +207,7 @@ TEST_F(Slqb, AllocFreeKeepsInvariants) {
     t = totals(s);
     EXPECT_EQ(t.counters[FREE], 5000u);
     EXPECT_GT(t.counters[FLUSH_FREE_LIST], 0u);
-    EXPECT_LE(t.queued, s->hiwater);
+    EXPECT_LE(t.queued, s->hiwater.load());
     EXPECT_EQ(designs::shrink(s), 0u);
     EXPECT_EQ(totals(s).queued, 0u);
 }
@@ -130,7 +226,7 @@ TEST_F(Slqb, QueueIsLifo) {
 
 TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
     slqb_cache *s = make("slqb-remote", 128);
-    const uint32_t n = s->hiwater + 4 * s->freebatch;
+    const uint32_t n = s->hiwater.load() + 4 * s->freebatch.load();
     std::vector<void *> objs(n);
     for (auto &p : objs) p = alloc(s);
     // Another thread frees them: they pile on its queue, and past hiwater its flushes send them
@@ -148,7 +244,7 @@ TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
     void *p = alloc(s);
     t = totals(s);
     EXPECT_GE(t.counters[CLAIM_REMOTE_LIST], 1u);
-    EXPECT_GE(t.counters[CLAIM_REMOTE_LIST_OBJECTS], s->freebatch);
+    EXPECT_GE(t.counters[CLAIM_REMOTE_LIST_OBJECTS], s->freebatch.load());
     free(s, p);
 }
 
@@ -190,7 +286,7 @@ TEST_F(Slqb, FullInboxMakesRemoteFreesSynchronous) {
 
 TEST_F(Slqb, TrimmerMakesLiveSlotsClaimUnflaggedInboxes) {
     slqb_cache *s = make("slqb-trimmer", 64);
-    const uint32_t k = s->freebatch / 2; // below freebatch: the inbox will not be flagged
+    const uint32_t k = s->freebatch.load() / 2; // below freebatch: the inbox will not be flagged
     std::vector<void *> objs(k);
     for (auto &p : objs) p = alloc(s);
     void *keep = alloc(s); // keeps a partial slab for the next allocation
@@ -254,7 +350,7 @@ TEST_F(Slqb, ExplicitNodeAllocationsComeFromThatNode) {
 TEST_F(Slqb, TrimmerGivesBackWhatNodeListInboxesHold) {
     slqb_cache *s = make("slqb-node-trim", 64);
     designs::trim_all();
-    const uint32_t k = s->freebatch / 2;
+    const uint32_t k = s->freebatch.load() / 2;
     std::vector<void *> objs(k);
     for (auto &p : objs) {
         p = alloc_shared(s); // from the node list's slab (the caller's node)
