@@ -37,7 +37,7 @@ for preset in "${presets[@]}"; do
     # The assertions, sanitizer reports and timeouts first: a failing test's output may also
     # hold many reports it expected (the debug tests' BUG reports), which come after.
     { echo "-- $preset"
-      grep -E '^ *[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log"
+      grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log"
       grep -E -A6 ': Failure$|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
         head -100
       grep -E '^\[  FAILED  \]' "$log" | sort -u | head -40; } >>"$failure_notes"

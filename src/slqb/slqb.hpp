@@ -208,6 +208,11 @@ struct slqb_cache : cache {
     std::atomic<uint64_t> shrink_gen{0};
     // Work done by threads without a slot, counted with atomic adds.
     counter shared_stats[NR_STATS];
+    // Held to publish a slot's new structure in cpu_slab (get_cpu), and by fork from before it
+    // takes the lists' locks until after it lets them go (fork_cache): the lists it unlocks in
+    // the parent are then the ones it locked, and a child never inherits a list that was made,
+    // and in use, while the fork took the others.
+    platform::mutex slots_lock;
 };
 
 // ---- SLQB's side of the design interface (core/design.hpp; `ops` below) -----------------------

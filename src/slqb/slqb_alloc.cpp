@@ -29,6 +29,7 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     c->list.freelist.packed = slots::is_cpu_slot(slot); // see slot_queue
     c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
     c->trim_seen = trimmer::epoch();
+    platform::lock_guard guard(s->slots_lock); // not while a fork takes the lists (fork_cache)
     s->cpu_slab[slot].store(c, std::memory_order_release);
     return c;
 }

@@ -408,7 +408,8 @@ void gather_stats(slqb_cache *s, stats_totals *out) {
 // (fork_boot, at platform::kForkRankSlabBoot: bootstrap allocates pages under it, so it ranks
 // before the slot registry), then, under the cache registry lock (kForkRankCaches, after the
 // slot registry, whose idle-slot flushes take them), each cache's node list locks, every list's
-// page_lock and every list's inbox lock (fork_cache). After fork the parent unlocks them and the
+// page_lock and every list's inbox lock (fork_cache), all under the cache's slots_lock, so that no
+// slot's structure is made in between. After fork the parent unlocks them and the
 // child resets them. Lock-free per-slot queues of threads that do not exist in the child stay
 // with their slots for the next thread to inherit; a queue count left off by a fork in the
 // middle of a push or pop is tolerated by the flushes, which stop at the queue's end.
@@ -418,12 +419,17 @@ void fork_boot(fork_op op) {
 }
 
 void fork_cache(slqb_cache *s, fork_op op) {
+    // slots_lock first and last: no slot's structure appears between the lock and the unlock
+    // (one that did was unlocked in the parent without having been locked, while its owner
+    // held it: two threads in one slab list, a double free reported a little later).
+    if (op != fork_op::unlock) apply_fork_op(s->slots_lock, op);
     for (unsigned n = 0; n < s->nr_nodes; ++n)
         if (s->node_slab[n]) apply_fork_op(s->node_slab[n]->list_lock, op);
     for_each_list(s,
                   [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply_fork_op(l->page_lock, op); });
     for_each_list(s,
                   [&](slqb_list *l, slqb_cpu *, slqb_node *) { apply_fork_op(l->inbox_lock, op); });
+    if (op == fork_op::unlock) apply_fork_op(s->slots_lock, op);
 }
 
 } // namespace slabkit::slqb

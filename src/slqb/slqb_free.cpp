@@ -115,30 +115,38 @@ void flush_remote(slqb_cache *s, slqb_cpu *c) {
     count(me, FLUSH_RFREE_LIST);
     count(me, FLUSH_RFREE_LIST_OBJECTS, n);
     set_freepointer(s, c->rlist.tail, nullptr);
+    void *const head = c->rlist.head;
+    // The outbox is emptied under the lock that hands its objects over: a fork (which takes
+    // every list lock first) then never leaves a child in which they are both in the outbox
+    // and in the owner's slabs or inbox (the child's thread that inherits this slot would free
+    // them twice).
+    auto empty_outbox = [c] {
+        c->rlist.head = c->rlist.tail = nullptr;
+        c->rlist.set_count(0);
+    };
     if (dst->inbox.count() > s->hiwater.load() / 2) {
         // The owner is not draining its inbox: give the objects straight back to its slabs.
         release_chain chain;
         {
             platform::lock_guard guard(dst->page_lock);
-            void *obj = c->rlist.head;
-            while (obj) {
+            for (void *obj = head; obj;) {
                 void *next = get_freepointer(s, obj);
                 free_object_to_page(s, dst, virt_to_head_page(obj), obj, chain, me);
                 obj = next;
             }
+            empty_outbox();
         }
         release_slabs(chain);
     } else {
         platform::lock_guard guard(dst->inbox_lock);
         uint32_t before = dst->inbox.count();
-        queue_append(s, dst->inbox, c->rlist.head, c->rlist.tail, n);
+        queue_append(s, dst->inbox, head, c->rlist.tail, n);
         // Flag the owner only when the inbox crosses a batch: it claims when its queue runs dry.
         const uint32_t batch = s->freebatch.load();
         if (before < batch && before + n >= batch)
             dst->remote_free_check.store(true, std::memory_order_relaxed);
+        empty_outbox();
     }
-    c->rlist.head = c->rlist.tail = nullptr;
-    c->rlist.set_count(0);
 }
 
 void free_to_remote(slqb_cache *s, slqb_cpu *c, page *pg, void *obj) {
@@ -157,14 +165,26 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     uint32_t n = l->freelist.count();
     if (n > limit) n = limit;
     if (!n) return;
+    // The batch leaves the queue before any of its objects goes back: a fork that catches this
+    // thread part-way (it waits for the list locks, not for an own slot's queue) must not leave
+    // a child whose queue still holds objects already back in their slabs - the child's thread
+    // that inherits this slot would hand them out twice. Lost to that child instead, at worst.
+    void *const first = l->freelist.head();
+    const uint32_t had = l->freelist.count();
+    void *rest = first;
+    uint32_t taken = 0;
+    while (taken < n && rest) { // a count left too high stops at the queue's end
+        rest = get_freepointer(s, rest);
+        ++taken;
+    }
+    l->freelist.set(rest, rest ? had - taken : 0);
+    std::atomic_thread_fence(std::memory_order_release); // the queue first, then the slabs
     release_chain chain;
     bool locked = false;
     uint32_t done = 0;
-    void *head = l->freelist.head();
-    const uint32_t had = l->freelist.count();
-    for (; done < n; ++done) {
+    void *head = first;
+    for (; done < taken; ++done) {
         void *obj = head;
-        if (SLABKIT_UNLIKELY(!obj)) break; // a count left too high
         head = get_freepointer(s, obj);
         page *pg = virt_to_head_page(obj);
         slqb_list *owner = list_of(pg);
@@ -184,7 +204,6 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
         }
     }
     if (locked) l->page_lock.unlock();
-    l->freelist.set(head, head ? had - done : 0);
     count(l, FLUSH_FREE_LIST);
     count(l, FLUSH_FREE_LIST_OBJECTS, done);
     release_slabs(chain);

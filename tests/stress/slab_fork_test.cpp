@@ -76,6 +76,9 @@ void fork_rounds_then_stop(slabkit_cache *c, int rounds, useconds_t pause_us,
 TEST(SlabFork, ChildOfBusyThreadsCanAllocate) {
     slabkit_cache *c = slabkit_cache_create("fork-objs", kObjectSize, 0, 0, nullptr);
     ASSERT_NE(c, nullptr);
+    // SLQB: short queues, so that the workers flush batches all the time and a fork often finds
+    // one half-way (the other designs refuse these tunables; their defaults serve).
+    if (slabkit_cache_tune(c, "freebatch", 4) == 0) slabkit_cache_tune(c, "hiwater", 16);
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
     for (int t = 0; t < 3; ++t) {
