@@ -165,27 +165,27 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
     uint32_t n = l->freelist.count();
     if (n > limit) n = limit;
     if (!n) return;
-    // The batch leaves the queue before any of its objects goes back: a fork that catches this
-    // thread part-way (it waits for the list locks, not for an own slot's queue) must not leave
-    // a child whose queue still holds objects already back in their slabs - the child's thread
-    // that inherits this slot would hand them out twice. Lost to that child instead, at worst.
-    void *const first = l->freelist.head();
-    const uint32_t had = l->freelist.count();
-    void *rest = first;
-    uint32_t taken = 0;
-    while (taken < n && rest) { // a count left too high stops at the queue's end
-        rest = get_freepointer(s, rest);
-        ++taken;
-    }
-    l->freelist.set(rest, rest ? had - taken : 0);
-    std::atomic_thread_fence(std::memory_order_release); // the queue first, then the slabs
+    // Each object leaves the queue before it goes back: a fork that catches this thread
+    // part-way must not leave a child whose queue still holds objects already back in their
+    // slabs - the child's thread that inherits this slot would hand them out twice. Fork waits
+    // for the list locks and for the holders of the CPUs' slots (packed queues), not for a
+    // thread working on its own slot's queue: for that split layout the head moves object by
+    // object (one store; the count, which flushes tolerate being too high, follows at the end).
+    // Cutting the batch off in a first walk instead made remote frees of 1 KiB 20% slower.
     release_chain chain;
     bool locked = false;
     uint32_t done = 0;
-    void *head = first;
-    for (; done < taken; ++done) {
+    void *head = l->freelist.head();
+    const uint32_t had = l->freelist.count();
+    const bool split = !l->freelist.packed;
+    for (; done < n; ++done) {
         void *obj = head;
+        if (SLABKIT_UNLIKELY(!obj)) break; // a count left too high
         head = get_freepointer(s, obj);
+        if (split) {
+            l->freelist.word.store(reinterpret_cast<uint64_t>(head), std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_release); // the queue, then the slab
+        }
         page *pg = virt_to_head_page(obj);
         slqb_list *owner = list_of(pg);
         if (owner == l) {
@@ -204,6 +204,7 @@ static void flush_some(slqb_cache *s, slqb_list *l, slqb_cpu *c, uint32_t limit)
         }
     }
     if (locked) l->page_lock.unlock();
+    l->freelist.set(head, head ? had - done : 0);
     count(l, FLUSH_FREE_LIST);
     count(l, FLUSH_FREE_LIST_OBJECTS, done);
     release_slabs(chain);
