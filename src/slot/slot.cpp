@@ -241,21 +241,30 @@ __attribute__((constructor)) void install_hooks() {
 // Marks a free slot visited. In CPU mode the slot's CPU may be running an rseq section that
 // read the word as free before the mark; the fence restarts it (after which it sees the mark).
 // A thread of that CPU may also have taken the slot in between with its rseq section's plain
-// store, overwriting the mark: then the slot is its, and the visit skips it.
+// store, overwriting the mark: then the slot is its, and the visit skips it. That thread may
+// even have let the slot go again and another visitor marked it meanwhile: so each visit's mark
+// is its own (a serial number above the kind bits), and the visit is this one's only if the
+// word still holds this mark. (With one kVisited value for all, two visitors - fork's prepare
+// and a drain - both took CPU 0's slot; the drain's end freed it while fork still counted it
+// as taken, a slow path took it, and fork's parent handler freed it under that holder: two
+// threads flushed one CPU's queue at once, a double free reported later.)
+std::atomic<uint32_t> g_visit_serial{0};
+
 bool begin_visit(unsigned s) {
+    const uint32_t mark = kVisited | (g_visit_serial.fetch_add(1, std::memory_order_relaxed) << 2);
     uint32_t expected = kFree;
     // Acquire: fn sees everything the slot's last owner (or visitor) left in it.
-    if (!g_slots[s].state.compare_exchange_strong(expected, kVisited, std::memory_order_acquire,
+    if (!g_slots[s].state.compare_exchange_strong(expected, mark, std::memory_order_acquire,
                                                   std::memory_order_relaxed))
         return false;
     if (s >= g_cpu_slots) return true;
     if (!platform::rseq_fence_cpu(s)) {
         // The fence was there when CPU mode was chosen; without it now, leave the CPU alone.
-        uint32_t mine = kVisited;
+        uint32_t mine = mark;
         g_slots[s].state.compare_exchange_strong(mine, kFree, std::memory_order_release);
         return false;
     }
-    return g_slots[s].state.load(std::memory_order_acquire) == kVisited;
+    return g_slots[s].state.load(std::memory_order_acquire) == mark;
 }
 
 // Under g_lock: visits the idle slots below the high-water mark given back at `before_ms` or
@@ -360,7 +369,7 @@ unsigned acquire() {
             slot = s;
             break;
         }
-        visited |= state == kVisited;
+        visited |= (state & kStateKindMask) == kVisited;
     }
     if (slot == kNoSlot) {
         // None free: this thread uses the CPUs' slots, or shares slots (for good when all are

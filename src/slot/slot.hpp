@@ -49,9 +49,11 @@ namespace slots {
 enum class mode : uint8_t { thread, cpu, automatic };
 
 // A slot's state word: free, owned (by its thread, or held for a slow path), or being visited.
-// In CPU mode it is the lock word the rseq sections check. One cache line each, so that one
-// CPU's slow paths do not disturb another's fast paths.
-enum : uint32_t { kFree = 0, kOwned = 1, kVisited = 2 };
+// In CPU mode it is the lock word the rseq sections check (any value but kFree keeps them out).
+// A visit writes kVisited in the low two bits and a number of its own above them
+// (begin_visit), so that a visitor can tell its mark from another's. One cache line each, so
+// that one CPU's slow paths do not disturb another's fast paths.
+enum : uint32_t { kFree = 0, kOwned = 1, kVisited = 2, kStateKindMask = 3 };
 struct alignas(64) slot_entry {
     std::atomic<uint32_t> state{kFree};
     std::atomic<uint32_t> node{0};
