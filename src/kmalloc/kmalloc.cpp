@@ -75,14 +75,19 @@ size_t malloc_queue_bytes() {
 // the first class is opened. 2 MiB: the 1 KiB class grown to the design's sizing (1024 objects)
 // takes 960 KiB of it.
 constexpr size_t kMallocQueueGrowKiB = 2048;
-std::atomic<int64_t> g_malloc_queue_growth{-1};
+std::atomic<int64_t> g_malloc_queue_growth{0};
 std::atomic<int64_t> *malloc_queue_growth_budget() {
-    if (g_malloc_queue_growth.load(std::memory_order_relaxed) < 0)
+    // A flag of its own, not a sentinel value: the budget may dip below zero for a moment while
+    // a doubling that did not fit gives its bytes back.
+    static bool read = false;
+    if (!read) {
+        read = true;
         g_malloc_queue_growth.store(
             static_cast<int64_t>(platform::env_uint("SLABKIT_MALLOC_QUEUE_GROW_KB",
                                                     kMallocQueueGrowKiB, 0, 1u << 30)) *
                 1024,
             std::memory_order_relaxed);
+    }
     return &g_malloc_queue_growth;
 }
 
