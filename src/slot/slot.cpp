@@ -69,6 +69,8 @@ std::atomic<uint64_t> g_busy{0}, g_shared_holds{0}, g_cpu_drains{0}, g_given_bac
 
 // 0: not chosen; 1: being chosen; 2: chosen.
 std::atomic<uint8_t> g_mode_state{0};
+// This thread is choosing (state 1): a fork from a signal handler must not wait for it.
+constinit thread_local bool tls_choosing SLABKIT_TLS = false;
 mode g_mode = mode::thread;
 const char *g_mode_why = "";
 unsigned g_own_base = 0; // threads own slots g_own_base .. g_own_base + g_own_slots - 1
@@ -112,11 +114,28 @@ void enter_mode(mode m, const char *why) {
     detail::g_cpu_mode = true;
 }
 
+// Takes the choice (0 -> 1) for the caller: true when the mode is the caller's to choose, false
+// once it is chosen. Waits while another thread is choosing.
+bool take_choice() {
+    for (;;) {
+        uint8_t st = g_mode_state.load(std::memory_order_acquire);
+        if (st == 2) return false;
+        if (st == 0 && g_mode_state.compare_exchange_weak(st, 1, std::memory_order_acquire)) {
+            tls_choosing = true;
+            return true;
+        }
+        platform::yield_cpu();
+    }
+}
+void end_choice() {
+    tls_choosing = false;
+    g_mode_state.store(2, std::memory_order_release); // with everything enter_mode set
+}
+
 // Chooses the mode from SLABKIT_SLOTS (once; every thread waits for the one choosing).
 void choose_mode() {
-    uint8_t st = g_mode_state.load(std::memory_order_acquire);
-    if (SLABKIT_LIKELY(st == 2)) return;
-    if (st == 0 && g_mode_state.compare_exchange_strong(st, 1, std::memory_order_acquire)) {
+    if (SLABKIT_LIKELY(g_mode_state.load(std::memory_order_acquire) == 2)) return;
+    if (take_choice()) {
         const char *env = platform::env("SLABKIT_SLOTS");
         const char *unavailable = cpu_mode_unavailable();
         if (env && strcmp(env, "thread") == 0) {
@@ -140,10 +159,7 @@ void choose_mode() {
             else
                 enter_mode(mode::automatic, "auto: rseq works here");
         }
-        g_mode_state.store(2, std::memory_order_release);
-        return;
-    }
-    while (g_mode_state.load(std::memory_order_acquire) != 2) {
+        end_choice();
     }
 }
 
@@ -195,9 +211,6 @@ void fork_child() {
     g_in_use.store(count, std::memory_order_relaxed);
     g_live_threads.store(tls_counted ? 1 : 0, std::memory_order_relaxed);
     platform::rseq_after_fork_child();
-    // A thread that was choosing the mode at fork does not exist here: choose again.
-    uint8_t choosing = 1;
-    g_mode_state.compare_exchange_strong(choosing, 0, std::memory_order_relaxed);
     g_lock.reset_after_fork();
 }
 
@@ -207,14 +220,28 @@ void fork_child() {
 // waiting for each to let go ends; the fast paths' sections see the slots taken and go the
 // slot-less way until fork returns. (Own slots need none of this: the child's only thread keeps
 // its own, and a slot another thread owned is reset by fork_child before anyone takes it.)
+//
+// The mode is chosen first if no thread has yet (a thread choosing it finishes), so the slots
+// given back after are exactly those taken here, and no thread starts on a CPU's slot during
+// the fork. (Reading the CPU count alone, a fork just after a program's first threads started
+// took no slot while one of them was choosing CPU mode; the parent's handler then freed both
+// CPUs' slots under their holders, two threads flushed one CPU's queue at once, and malloc
+// handed out addresses inside other objects. Holding the choice through the fork instead
+// deadlocked: threads choose under kmalloc's class-opening lock, which fork takes later.)
+unsigned g_fork_cpu_slots = 0; // the CPUs' slots this fork took
 void fork_prepare_cpus() {
-    for (unsigned s = 0; s < g_cpu_slots; ++s) {
+    // A fork from a signal handler inside this thread's own choice: every other thread waits
+    // for the choice, so none holds a CPU's slot, and there is nothing to take.
+    const bool inside_choice = tls_choosing;
+    if (!inside_choice) choose_mode();
+    g_fork_cpu_slots = !inside_choice && detail::g_cpu_mode ? g_cpu_slots : 0;
+    for (unsigned s = 0; s < g_fork_cpu_slots; ++s) {
         if (s == detail::tls_held) continue; // fork from a signal handler inside a hold
         while (!begin_visit(s)) platform::yield_cpu();
     }
 }
 void fork_parent_cpus() {
-    for (unsigned s = 0; s < g_cpu_slots; ++s) {
+    for (unsigned s = 0; s < g_fork_cpu_slots; ++s) {
         if (s == detail::tls_held) continue;
         g_slots[s].state.store(kFree, std::memory_order_release);
     }
@@ -435,23 +462,26 @@ unsigned current() {
 }
 
 bool set_mode(mode m, const char **why) {
-    uint8_t st = 0;
     const char *unavailable = cpu_mode_unavailable();
     if (m == mode::cpu && unavailable) {
         *why = unavailable;
         return false;
     }
     if (m == mode::automatic && unavailable) m = mode::thread;
-    if (!g_mode_state.compare_exchange_strong(st, 1, std::memory_order_acquire)) {
-        if (st == 2 && g_mode == m) return true;
+    if (!take_choice()) {
+        if (g_mode == m) return true;
         *why = "the slot mode was chosen already (at the first allocation): choose it before";
         return false;
     }
     enter_mode(m, m == mode::cpu      ? "chosen by the program (cpu)"
                   : m == mode::thread ? "chosen by the program (thread)"
                                       : "chosen by the program (auto)");
-    g_mode_state.store(2, std::memory_order_release);
+    end_choice();
     return true;
+}
+
+bool mode_chosen() {
+    return g_mode_state.load(std::memory_order_acquire) == 2;
 }
 
 mode current_mode(const char **why) {

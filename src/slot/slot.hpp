@@ -168,6 +168,8 @@ SLABKIT_ALWAYS_INLINE unsigned current_if_any() {
 // False, with *why set, when slots are in use already or the CPUs' slots are not available here
 // (cpu; auto then means thread).
 bool set_mode(mode m, const char **why);
+// True once the mode is chosen (it never changes after). A fork chooses it if nothing has yet.
+bool mode_chosen();
 // The mode in force (choosing it now if nothing has yet), and a sentence on how it was chosen.
 mode current_mode(const char **why = nullptr);
 

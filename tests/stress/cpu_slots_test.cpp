@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +32,41 @@ namespace {
 
 bool cpus_have_slots() {
     return slots::current_mode() != slots::mode::thread;
+}
+
+// A fork takes every CPU's slot for its duration (slot.cpp, fork_prepare_cpus), also when no
+// thread has chosen the slot mode yet: a hook ranked just after the slots' looks inside the fork.
+// (The fork took none while a thread was choosing CPU mode, and its parent handler then freed
+// the CPUs' slots under their holders: malloc in the parent handed out addresses inside other
+// objects, about once in 30 runs of MallocFamily.ChildOfAForkWithBusyThreadsCanAllocate.)
+std::atomic<bool> g_fork_check_armed{false};
+unsigned g_fork_cpu_slots = 0, g_fork_cpu_slots_untaken = 0;
+void look_inside_fork() {
+    if (!g_fork_check_armed.load()) return;
+    g_fork_cpu_slots = slots::layout().cpu_slots;
+    for (unsigned s = 0; s < g_fork_cpu_slots; ++s)
+        g_fork_cpu_slots_untaken += slots::lock_word(s)->load() == slots::kFree;
+}
+
+TEST(CpuSlots, AForkBeforeTheModeIsChosenTakesEveryCpusSlot) {
+    if (slots::mode_chosen())
+        GTEST_SKIP() << "needs a process whose slot mode is not chosen yet (ctest runs this test "
+                        "in a process of its own)";
+    ASSERT_TRUE(platform::add_fork_hooks(
+        {platform::kForkRankCpuSlots + 1, look_inside_fork, nullptr, nullptr}));
+    g_fork_check_armed = true;
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) _exit(0);
+    g_fork_check_armed = false;
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(slots::mode_chosen()); // by the fork
+    if (g_fork_cpu_slots == 0) GTEST_SKIP() << "the CPUs have no slots in this mode";
+    EXPECT_EQ(g_fork_cpu_slots_untaken, 0u) << "of " << g_fork_cpu_slots << " CPUs' slots";
+    // And given back after.
+    for (unsigned s = 0; s < g_fork_cpu_slots; ++s)
+        EXPECT_EQ(slots::lock_word(s)->load(), slots::kFree) << "CPU " << s;
 }
 
 // Per slot: how many threads work on it now (must never exceed one).
