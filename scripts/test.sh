@@ -40,7 +40,14 @@ for preset in "${presets[@]}"; do
       grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log"
       grep -E -A6 ': Failure$|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
         head -100
-      grep -E '^\[  FAILED  \]' "$log" | sort -u | head -40; } >>"$failure_notes"
+      grep -E '^\[  FAILED  \]' "$log" | sort -u | head -40
+      # A test that died (abort, signal, timeout) says why in its last lines: often a slabkit
+      # report, which the patterns above leave out.
+      awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+:/ { if (keep) dump(); keep = /\*\*\*(Exception|Timeout)|Subprocess aborted|SEGFAULT|Child aborted/; n = 0; head = $0; next }
+           /^ *Start +[0-9]+:/ { if (keep) dump(); keep = 0; next }
+           keep { buf[n++ % 15] = $0 }
+           function dump(  i) { print "last lines of: " head; for (i = (n > 15 ? n - 15 : 0); i < n; i++) print "  " buf[i % 15]; keep = 0 }
+           END { if (keep) dump() }' "$log" | head -120; } >>"$failure_notes"
   fi
   # The clang preset builds and runs the libFuzzer target (tests/fuzz, ctest entry api_fuzz, a
   # bounded run over the seed corpus): it must not drop out silently.
