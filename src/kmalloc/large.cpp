@@ -1,6 +1,8 @@
 // large.cpp - OS-direct large blocks and their address table.
 #include "kmalloc/large.hpp"
 
+#include "kmalloc/large_extents.hpp"
+
 #include "core/hardening.hpp"
 #include "core/trimmer.hpp"
 #include "page/page.hpp"
@@ -25,14 +27,17 @@ platform::mutex g_lock;
 std::atomic<uint64_t> g_mapped{0};
 std::atomic<uint64_t> g_blocks{0};
 
-// Freed blocks kept for reuse (under g_lock), oldest first.
-struct kept_block {
-    void *addr;
-    size_t size;
-    uint64_t freed_ms;
-};
-kept_block g_kept[kRetainMax];
-unsigned g_nr_kept = 0;
+// The region large blocks are carved from (under g_lock): reserved at the first large
+// allocation, [g_base, g_top) committed (readable and writable), [g_top, g_end) reserved only.
+// Its free ranges are in g_free (large_extents.hpp); every other byte of [g_base, g_top) is a
+// block in use. Blocks that do not fit in it (or every block, when it could not be reserved)
+// are mappings of their own, unmapped when freed.
+constexpr size_t kRegionSize = size_t{64} << 30;
+constexpr size_t kRegionAlign = size_t{1} << 30;
+uintptr_t g_base = 0, g_top = 0, g_end = 0;
+bool g_region_tried = false;
+extent_map g_free;
+// g_free.dirty_bytes(), readable without the lock.
 std::atomic<uint64_t> g_kept_bytes{0};
 // Budget and age limit, read from the environment once (0 until then; the budget then holds
 // kBudgetUnset + value so that 0 can mean "keep nothing").
@@ -41,25 +46,17 @@ std::atomic<uint64_t> g_budget{kBudgetUnset};
 std::atomic<uint64_t> g_decay_ms{0}; // written by racing first callers, the same value
 // The page allocator's over_retain_events() at the last free (under g_lock).
 uint64_t g_shrink_seen = 0;
-// The most bytes of large blocks in use at once, as frees saw it (under g_lock), since kept
-// blocks last went back: what is kept never exceeds this less what is in use now, so resident
-// memory stays within the program's own peak use, as it would with every block unmapped.
-uint64_t g_peak_in_use = 0;
+// The most bytes of large blocks in use and of the page allocator's resident pages at once, as
+// large allocations and frees saw it (under g_lock), since kept memory last went back: what is
+// kept never exceeds this less what is resident besides now, so that resident memory stays
+// within the program's own peak, as it would with every large block unmapped at its free.
+uint64_t g_peak = 0;
 
-// Blocks chosen under g_lock to be unmapped after it is released.
-struct unmap_list {
-    kept_block blocks[kRetainMax + 1];
-    unsigned count = 0;
-    uint64_t bytes = 0;
-    void add(const kept_block &b) {
-        blocks[count++] = b;
-        bytes += b.size;
-    }
-    uint64_t run() {
-        for (unsigned i = 0; i < count; ++i) platform::release(blocks[i].addr, blocks[i].size);
-        return bytes;
-    }
-};
+// The page allocator's resident bytes (read before g_lock: taking its zone locks under g_lock,
+// a leaf, would break the lock order).
+uint64_t page_resident() {
+    return page_allocator::global().resident_pages() * kPageSize;
+}
 
 uint64_t budget() {
     uint64_t b = g_budget.load(std::memory_order_acquire);
@@ -71,30 +68,116 @@ uint64_t budget() {
     return mb << 20;
 }
 
-// Under g_lock: removes kept block i, keeping the rest in age order.
-kept_block take_kept(unsigned i) {
-    kept_block b = g_kept[i];
-    for (unsigned k = i + 1; k < g_nr_kept; ++k) g_kept[k - 1] = g_kept[k];
-    --g_nr_kept;
-    g_kept_bytes.fetch_sub(b.size, std::memory_order_relaxed);
-    return b;
-}
-
-// Under g_lock: moves the blocks kept since before before_ms (all when force) to `out`.
-void select_old(uint64_t before_ms, bool force, unmap_list &out) {
-    while (g_nr_kept > 0 && (force || g_kept[0].freed_ms <= before_ms)) out.add(take_kept(0));
-}
-
-// The rest of a kept block that served a smaller request stays kept from this size up: too
-// small to serve a block alone, it still saves the faults of part of one stitched together
-// (large-random: 1 MiB kept the faults near tcmalloc's but peaked 2% above glibc; 4 MiB, the
-// page allocator's largest block and so the smallest that could serve alone, faulted 60% more;
-// 2 MiB between, and below glibc's peak).
-constexpr size_t kMinKeptRest = size_t{2} << 20;
-
 uint64_t decay_cutoff(uint64_t now) {
     const uint64_t decay = g_decay_ms.load(std::memory_order_relaxed);
     return now > decay ? now - decay : 0;
+}
+
+uintptr_t align_up(uintptr_t x, size_t align) {
+    return (x + align - 1) & ~static_cast<uintptr_t>(align - 1);
+}
+
+bool in_region(uintptr_t a) {
+    return a >= g_base && a < g_end;
+}
+
+void sync_kept() {
+    g_kept_bytes.store(g_free.dirty_bytes(), std::memory_order_relaxed);
+}
+
+// Under g_lock: gives the pages of [at, at+size), inside dirty range i, back to the OS (the
+// range stays mapped and reads as zeros) and marks it clean. Under the lock, so that no other
+// thread can take the range while its pages go. False if the OS or the map refused.
+bool clean_part(unsigned i, uintptr_t at, size_t size) {
+    if (!platform::decommit(reinterpret_cast<void *>(at), size).ok()) return false;
+    if (!g_free.make_clean(i, at, size)) {
+        // No room to split the range: all of it goes clean (its pages back too).
+        const extent x = g_free[i];
+        if (!platform::decommit(reinterpret_cast<void *>(x.addr), x.size).ok()) return false;
+        if (!g_free.make_clean(i, x.addr, x.size)) return false;
+    }
+    return true;
+}
+
+// Under g_lock: dirty ranges freed at or before before_ms (all when force) go back to the OS.
+uint64_t clean_old(uint64_t before_ms, bool force) {
+    uint64_t bytes = 0;
+    for (;;) {
+        const int i = g_free.oldest_dirty();
+        if (i < 0 || (!force && g_free[static_cast<unsigned>(i)].freed_ms > before_ms)) break;
+        const extent x = g_free[static_cast<unsigned>(i)];
+        if (!clean_part(static_cast<unsigned>(i), x.addr, x.size)) break;
+        bytes += x.size;
+    }
+    sync_kept();
+    return bytes;
+}
+
+// Under g_lock: gives back the oldest dirty memory until at most `limit` bytes are kept.
+void clean_to(uint64_t limit) {
+    while (g_free.dirty_bytes() > limit) {
+        const int i = g_free.oldest_dirty();
+        if (i < 0) break;
+        const extent x = g_free[static_cast<unsigned>(i)];
+        const uint64_t excess = g_free.dirty_bytes() - limit;
+        // The whole range, or as many pages at its end as make up the excess.
+        const size_t part =
+            excess >= x.size ? x.size : static_cast<size_t>(align_up(excess, kPageSize));
+        if (!clean_part(static_cast<unsigned>(i), x.end() - part, part)) break;
+    }
+    sync_kept();
+}
+
+// Under g_lock: reserves the region at the first call.
+bool have_region() {
+    if (g_base) return true;
+    if (g_region_tried) return false;
+    g_region_tried = true;
+    platform::os_status st;
+    void *r = platform::reserve(kRegionSize, kRegionAlign, &st);
+    if (!r) return false;
+    g_base = g_top = reinterpret_cast<uintptr_t>(r);
+    g_end = g_base + kRegionSize;
+    return true;
+}
+
+// Under g_lock: makes [g_top, new_top) readable and writable.
+bool raise_top(uintptr_t new_top) {
+    if (new_top > g_end) return false;
+    if (new_top > g_top && !platform::commit(reinterpret_cast<void *>(g_top), new_top - g_top).ok())
+        return false;
+    g_top = new_top;
+    return true;
+}
+
+// Under g_lock: `whole` bytes at a multiple of `align` from the region; 0 if it has no room.
+// *old_bytes tells whether the block may hold a former block's bytes. The place in free space
+// that covers the most kept (resident) bytes, so the fewest faults, running past the top where
+// free space ends there (extent_map::place); else fresh address space at the top.
+uintptr_t carve(size_t whole, size_t align, bool *old_bytes) {
+    if (!have_region()) return 0;
+    size_t dirty = 0;
+    // (Raising the top may add a range and a take may split one: room for both.)
+    const uintptr_t at = g_free.count() + 2 <= extent_map::kCapacity
+                             ? g_free.place(whole, align, g_top, g_end, &dirty)
+                             : 0;
+    if (at) {
+        const uintptr_t old_top = g_top;
+        if (at + whole <= g_top || raise_top(at + whole)) {
+            if (g_top > old_top) g_free.add(old_top, g_top - old_top, false, 0);
+            if (g_free.take_span(at, whole)) {
+                *old_bytes = dirty != 0;
+                return at;
+            }
+        }
+    }
+    *old_bytes = false;
+    const uintptr_t old_top = g_top;
+    const uintptr_t start = align_up(g_top, align);
+    if (start + whole < start || !raise_top(start + whole)) return 0;
+    // The alignment's gap stays free, as a clean range (lost if the map is full).
+    if (start > old_top) g_free.add(old_top, start - old_top, false, 0);
+    return start;
 }
 
 size_t slot_of(uintptr_t addr) {
@@ -158,102 +241,6 @@ size_t whole_pages(size_t size) {
 }
 } // namespace
 
-namespace {
-// Keeps [addr, addr+size), the rest of a kept block that served a smaller request, from
-// kMinKeptRest up (its pages are resident: reusing them saves their faults); a smaller one, or
-// one there is no room for, goes back now. False if that failed.
-bool keep_rest(void *addr, size_t size, uint64_t freed_ms) {
-    if (size >= kMinKeptRest) {
-        platform::lock_guard guard(g_lock);
-        if (g_nr_kept < kRetainMax) {
-            // Younger blocks come after it; it keeps its age, so insert it in order.
-            unsigned i = g_nr_kept;
-            while (i > 0 && g_kept[i - 1].freed_ms > freed_ms) {
-                g_kept[i] = g_kept[i - 1];
-                --i;
-            }
-            g_kept[i] = kept_block{addr, size, freed_ms};
-            ++g_nr_kept;
-            g_kept_bytes.fetch_add(size, std::memory_order_relaxed);
-            return true;
-        }
-    }
-    return platform::release(addr, size).ok();
-}
-
-// Kept blocks that can serve `whole` bytes at alignment `align`, made into one block exactly
-// `whole` bytes long; nullptr when none can.
-//   - The smallest kept block that holds it (aligned), its rest kept or given back.
-//   - Else, for page alignment: kept blocks, largest first, until they hold it or none is left,
-//     stitched together in a new reservation by moving their pages there (mremap: no copy, no
-//     fault, the pages stay resident), and fresh pages for what they do not cover. So a program
-//     whose large blocks change size reuses what it freed instead of faulting in new memory.
-void *reuse_kept(size_t whole, size_t align) {
-    kept_block picked[kRetainMax];
-    unsigned n = 0;
-    size_t have = 0;
-    unmap_list old;
-    {
-        platform::lock_guard guard(g_lock);
-        if (g_nr_kept == 0) return nullptr;
-        select_old(decay_cutoff(platform::now_coarse_ms()), false, old);
-        int fit = -1;
-        for (unsigned i = 0; i < g_nr_kept; ++i) {
-            const kept_block &k = g_kept[i];
-            if (reinterpret_cast<uintptr_t>(k.addr) % align == 0 && k.size >= whole &&
-                (fit < 0 || k.size < g_kept[fit].size))
-                fit = static_cast<int>(i);
-        }
-        if (fit >= 0) {
-            picked[n++] = take_kept(static_cast<unsigned>(fit));
-            have = picked[0].size;
-        } else if (align == kPageSize) {
-            while (have < whole && g_nr_kept > 0) {
-                unsigned largest = 0;
-                for (unsigned i = 1; i < g_nr_kept; ++i)
-                    if (g_kept[i].size > g_kept[largest].size) largest = i;
-                picked[n] = take_kept(largest);
-                have += picked[n++].size;
-            }
-        }
-    }
-    old.run();
-    if (n == 0) return nullptr;
-    if (n == 1 && have >= whole) {
-        const kept_block &b = picked[0];
-        if (have > whole &&
-            !keep_rest(static_cast<char *>(b.addr) + whole, have - whole, b.freed_ms)) {
-            platform::release(b.addr, b.size);
-            return nullptr;
-        }
-        return b.addr;
-    }
-    // Stitch: each picked block's pages (the last one's only as far as needed) move into a new
-    // reservation, one after the other.
-    platform::os_status st;
-    auto *target = static_cast<char *>(platform::reserve(whole, kPageSize, &st));
-    size_t at = 0;
-    bool ok = target != nullptr;
-    for (unsigned i = 0; i < n; ++i) {
-        const kept_block &b = picked[i];
-        const size_t take = ok ? (b.size < whole - at ? b.size : whole - at) : 0;
-        if (take && !platform::move_pages(b.addr, take, target + at).ok()) ok = false;
-        if (!ok) {
-            platform::release(b.addr, b.size); // moved or not, it goes back
-            continue;
-        }
-        at += take;
-        if (take < b.size) keep_rest(static_cast<char *>(b.addr) + take, b.size - take, b.freed_ms);
-    }
-    if (ok && at < whole) ok = platform::commit(target + at, whole - at).ok();
-    if (!ok) {
-        if (target) platform::release(target, whole);
-        return nullptr;
-    }
-    return target;
-}
-} // namespace
-
 // ---- guarded blocks (debugging) -----------------------------------------------------------------
 //
 // With guards on, each block is followed by a page with no access (an overflow past the block's
@@ -264,7 +251,11 @@ void *reuse_kept(size_t whole, size_t align) {
 namespace {
 std::atomic<bool> g_guarded{false};
 constexpr unsigned kGuardedFreed = 64;
-kept_block g_freed[kGuardedFreed]; // under g_lock; a ring, oldest at g_freed_head
+struct freed_block {
+    void *addr;
+    size_t size;
+};
+freed_block g_freed[kGuardedFreed]; // under g_lock; a ring, oldest at g_freed_head
 unsigned g_freed_head = 0, g_nr_freed = 0;
 
 void *alloc_guarded(size_t whole, size_t align) {
@@ -281,7 +272,7 @@ void *alloc_guarded(size_t whole, size_t align) {
 // After the table gave up the block: no access from now on; the oldest freed one unmapped.
 void free_guarded(void *p, size_t size) {
     platform::protect_none(p, size);
-    kept_block old{nullptr, 0, 0};
+    freed_block old{nullptr, 0};
     {
         platform::lock_guard guard(g_lock);
         if (g_nr_freed == kGuardedFreed) {
@@ -289,7 +280,7 @@ void free_guarded(void *p, size_t size) {
             g_freed_head = (g_freed_head + 1) % kGuardedFreed;
             --g_nr_freed;
         }
-        g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = kept_block{p, size, 0};
+        g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = freed_block{p, size};
         ++g_nr_freed;
     }
     if (old.addr) platform::release(old.addr, old.size + kPageSize);
@@ -308,9 +299,11 @@ const char *why_not_a_block(const void *p) {
     for (unsigned i = 0; i < g_nr_freed; ++i)
         if (g_freed[(g_freed_head + i) % kGuardedFreed].addr == p)
             return "a large block freed already (double free)";
-    for (unsigned i = 0; i < g_nr_kept; ++i)
-        if (g_kept[i].addr == p)
-            return "a large block freed already and kept for reuse (double free)";
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (g_base && in_region(a) && a < g_top && g_free.holding(a) >= 0)
+        return g_free[static_cast<unsigned>(g_free.holding(a))].dirty
+                   ? "a large block freed already and kept for reuse (double free)"
+                   : "a large block freed already (double free)";
     return nullptr;
 }
 
@@ -335,12 +328,32 @@ void *alloc(size_t size, size_t align, bool zero) {
         g_blocks.fetch_add(1, std::memory_order_relaxed);
         return g;
     }
-    void *p = budget() ? reuse_kept(whole, align) : nullptr;
+    budget(); // reads the environment once
+    const uint64_t pages = page_resident();
+    void *p = nullptr;
+    bool old_bytes = false;
+    {
+        platform::lock_guard guard(g_lock);
+        clean_old(decay_cutoff(platform::now_coarse_ms()), false);
+        const uintptr_t at = carve(whole, align, &old_bytes);
+        if (at && insert(reinterpret_cast<void *>(at), whole)) {
+            p = reinterpret_cast<void *>(at);
+            // What stays kept and what is resident besides stay within the peak (free()).
+            const uint64_t now_resident = g_mapped.load(std::memory_order_relaxed) + whole + pages;
+            if (now_resident > g_peak) g_peak = now_resident;
+            clean_to(g_peak - now_resident);
+        } else if (at) {
+            g_free.add(at, whole, old_bytes, platform::now_coarse_ms()); // the table is full
+            sync_kept();
+            return nullptr;
+        }
+        sync_kept();
+    }
     if (p) {
-        // A kept block holds its last user's bytes (a grown one reads as zeros past them, but
-        // clearing it all is simpler than tracking which part is fresh).
-        if (zero) memset(p, 0, whole);
+        // A kept range holds its last user's bytes.
+        if (zero && old_bytes) memset(p, 0, whole);
     } else {
+        // No room in the region (or none reserved): a mapping of its own.
         platform::os_status st;
         p = platform::reserve(whole, align, &st);
         if (!p) return nullptr;
@@ -348,15 +361,15 @@ void *alloc(size_t size, size_t align, bool zero) {
             platform::release(p, whole);
             return nullptr;
         }
-    }
-    bool recorded;
-    {
-        platform::lock_guard guard(g_lock);
-        recorded = insert(p, whole);
-    }
-    if (!recorded) {
-        platform::release(p, whole);
-        return nullptr;
+        bool recorded;
+        {
+            platform::lock_guard guard(g_lock);
+            recorded = insert(p, whole);
+        }
+        if (!recorded) {
+            platform::release(p, whole);
+            return nullptr;
+        }
     }
     g_mapped.fetch_add(whole, std::memory_order_relaxed);
     g_blocks.fetch_add(1, std::memory_order_relaxed);
@@ -367,15 +380,77 @@ void *resize(void *p, size_t size) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
     if (guarded()) return nullptr; // a remapped block would lose its guard: the caller copies
-    // The entry stays claimed (tombstoned) while the mapping moves, so that no racing free of the
-    // same pointer can release it twice; a racing free then reports a bad free, as it should.
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    {
+        platform::lock_guard guard(g_lock);
+        entry *e = find(a);
+        if (!e) return nullptr;
+        const size_t old = e->size;
+        if (old == whole) return p;
+        if (in_region(a)) {
+            if (whole < old) {
+                // The tail joins the free ranges, kept (its pages go when the bounds say so).
+                if (!g_free.add(a + whole, old - whole, true, platform::now_coarse_ms()))
+                    return nullptr; // no room to record it: the caller copies
+                e->size = whole;
+                g_mapped.fetch_sub(old - whole, std::memory_order_relaxed);
+                clean_to(budget());
+                return p;
+            }
+            // In place when what follows is free, or is the top.
+            const uintptr_t end = a + old, want = a + whole;
+            const int next = g_free.starting_at(end);
+            bool grown = false;
+            if (next >= 0 && g_free[static_cast<unsigned>(next)].end() >= want) {
+                grown = g_free.take(static_cast<unsigned>(next), end, whole - old);
+            } else if (next >= 0 && g_free[static_cast<unsigned>(next)].end() == g_top) {
+                const extent x = g_free[static_cast<unsigned>(next)];
+                if (raise_top(want)) {
+                    g_free.grow(static_cast<unsigned>(next), want - x.end());
+                    grown = g_free.take(static_cast<unsigned>(next), end, whole - old);
+                }
+            } else if (next < 0 && end == g_top) {
+                grown = raise_top(want);
+            }
+            if (grown) {
+                // Kept bytes taken over hold old contents; realloc promises nothing past the old
+                // size, so they are left as they are.
+                e->size = whole;
+                g_mapped.fetch_add(whole - old, std::memory_order_relaxed);
+                sync_kept();
+                return p;
+            }
+            // Elsewhere in the region: the pages move there (no copy), and the old range,
+            // unmapped by the move, is mapped again as fresh address space, free and clean.
+            bool old_bytes;
+            const uintptr_t to = carve(whole, kPageSize, &old_bytes);
+            if (!to) return nullptr;
+            if (!platform::move_pages(p, old, reinterpret_cast<void *>(to)).ok()) {
+                g_free.add(to, whole, old_bytes, platform::now_coarse_ms());
+                sync_kept();
+                return nullptr;
+            }
+            if (!platform::map_fresh(p, old).ok())
+                platform::fatal("slabkit: cannot map a moved large block's range again\n");
+            g_free.add(a, old, false, 0); // lost to the region if the map is full
+            e->addr = kTombstone;
+            e->size = 0;
+            if (!insert(reinterpret_cast<void *>(to), whole))
+                platform::fatal("slabkit: the large-block table lost a block\n");
+            g_mapped.fetch_add(whole - old, std::memory_order_relaxed);
+            sync_kept();
+            return reinterpret_cast<void *>(to);
+        }
+    }
+    // A mapping of its own: mremap. The entry stays claimed (tombstoned) while the mapping
+    // moves, so that no racing free of the same pointer can release it twice; a racing free then
+    // reports a bad free, as it should.
     size_t old;
     {
         platform::lock_guard guard(g_lock);
-        entry *e = find(reinterpret_cast<uintptr_t>(p));
+        entry *e = find(a);
         if (!e) return nullptr;
         old = e->size;
-        if (old == whole) return p;
         e->addr = kTombstone;
         e->size = 0;
     }
@@ -392,60 +467,60 @@ void *resize(void *p, size_t size) {
 
 bool free(void *p) {
     const uint64_t limit = budget();
+    const auto a = reinterpret_cast<uintptr_t>(p);
     size_t size;
-    bool kept = false;
+    bool own_mapping = false;
     const bool guard_it = guarded();
-    unmap_list out;
+    const uint64_t pages = page_resident();
     {
         platform::lock_guard guard(g_lock);
-        entry *e = find(reinterpret_cast<uintptr_t>(p));
+        entry *e = find(a);
         if (!e) return false;
         size = e->size;
         e->addr = kTombstone;
         e->size = 0;
         g_mapped.fetch_sub(size, std::memory_order_relaxed);
         g_blocks.fetch_sub(1, std::memory_order_relaxed);
-        const uint64_t now = platform::now_coarse_ms();
-        // The page allocator gave memory back since the last free: the program is shrinking,
-        // not cycling blocks, so this block and the kept ones go back too.
-        const uint64_t shrink = page_allocator::global().over_retain_events();
-        const bool shrinking = shrink != g_shrink_seen;
-        g_shrink_seen = shrink;
-        select_old(decay_cutoff(now), shrinking, out);
-        const uint64_t in_use = g_mapped.load(std::memory_order_relaxed);
-        if (in_use + size > g_peak_in_use) g_peak_in_use = in_use + size;
-        // Everything kept went back (aged, or the heap shrinks): a new phase, a new peak.
-        if (g_nr_kept == 0) g_peak_in_use = in_use + size;
-        const uint64_t room = g_peak_in_use - in_use < limit ? g_peak_in_use - in_use : limit;
-        // Init on free: a kept block would keep its bytes; an unmapped one is zero when mapped
-        // again.
-        const bool init_free = hardening::init_mode() & hardening::kInitOnFree;
-        if (!guard_it && !init_free && size <= room && !shrinking) {
-            // Keep the newest: the oldest kept blocks make room.
-            while (g_nr_kept == kRetainMax ||
-                   g_kept_bytes.load(std::memory_order_relaxed) + size > room)
-                out.add(take_kept(0));
-            g_kept[g_nr_kept++] = kept_block{p, size, now};
-            g_kept_bytes.fetch_add(size, std::memory_order_relaxed);
-            kept = true;
+        if (!in_region(a)) {
+            own_mapping = true;
+        } else {
+            const uint64_t now = platform::now_coarse_ms();
+            // The page allocator gave memory back since the last free: the program is
+            // shrinking, not cycling blocks, so this block and the kept ones go back too.
+            const uint64_t shrink = page_allocator::global().over_retain_events();
+            const bool shrinking = shrink != g_shrink_seen;
+            g_shrink_seen = shrink;
+            clean_old(decay_cutoff(now), shrinking);
+            // Resident besides what is kept: the large blocks in use (this one until it is
+            // freed) and the page allocator's pages.
+            const uint64_t besides = g_mapped.load(std::memory_order_relaxed) + pages;
+            if (besides + size > g_peak) g_peak = besides + size;
+            // Nothing kept (it aged, or the heap shrinks): a new phase, a new peak.
+            if (g_free.dirty_bytes() == 0) g_peak = besides + size;
+            const uint64_t free_room = g_peak - besides;
+            uint64_t room = free_room < limit ? free_room : limit;
+            // Init on free: a kept block would keep its bytes; a clean one reads as zeros.
+            if (shrinking || (hardening::init_mode() & hardening::kInitOnFree)) room = 0;
+            if (!g_free.add(a, size, true, now)) {
+                // No room in the map: the pages go back, the address space is lost to the
+                // region (it stays reserved, unused).
+                platform::decommit(p, size);
+            }
+            // The newest stays: the oldest kept memory makes room first.
+            clean_to(room);
         }
     }
-    out.run();
-    if (guard_it) {
+    if (own_mapping && guard_it) {
         free_guarded(p, size); // no access from now on: a use after free faults
-    } else if (!kept) {
+    } else if (own_mapping) {
         platform::release(p, size);
     }
     return true;
 }
 
 uint64_t release_retained(uint64_t before_ms, bool force) {
-    unmap_list out;
-    {
-        platform::lock_guard guard(g_lock);
-        select_old(before_ms, force, out);
-    }
-    return out.run();
+    platform::lock_guard guard(g_lock);
+    return clean_old(before_ms, force);
 }
 
 uint64_t retained_bytes() {
@@ -454,7 +529,7 @@ uint64_t retained_bytes() {
 
 uint64_t retained_blocks() {
     platform::lock_guard guard(g_lock);
-    return g_nr_kept;
+    return g_free.dirty_count();
 }
 
 uint64_t retain_budget() {

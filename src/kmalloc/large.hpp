@@ -1,26 +1,30 @@
-// large.hpp - blocks above the page allocator's largest order, mapped from the OS directly.
+// large.hpp - blocks above the page allocator's largest order, from address space of their own.
 //
-// Each block is its own reservation, committed whole; a fixed open-addressing table (static,
-// zero until used) maps its address to its size so that kfree and ksize can find it. The table
+// Blocks are carved from one region of address space reserved at the first large allocation
+// (64 GiB, no memory behind it until used); a fixed open-addressing table (static, zero until
+// used) maps each block's address to its size so that kfree and ksize can find it. The table
 // holds kLargeMax blocks at once (each over 4 MiB: 64 GiB and more in all); past that an
-// allocation fails like any other out-of-memory.
+// allocation fails like any other out-of-memory. A block the region has no room for is a
+// mapping of its own, unmapped when freed.
 //
-// Reuse: a program that allocates and frees blocks of several MiB over and over would otherwise
-// pay a fresh mapping and a page fault per page every time. Freed blocks are kept, still mapped
-// and resident (at most kRetainMax of them), within two bounds: what the program had in use at
-// its recent peak less what it has in use now (the peak as frees see it, restarted whenever
+// Reuse without calls to the OS: a freed block's range stays mapped and resident, and joins the
+// region's free ranges (large_extents.hpp), merging with free neighbours; an allocation takes
+// the smallest kept range that holds it, else grows the kept range at the region's top, else
+// takes address space whose pages went back (faults, as a fresh mapping), else raises the top.
+// So a program cycling blocks of several MiB makes no system call and no page fault once its
+// ranges are in place (an earlier version stitched kept blocks together by moving their pages,
+// one mremap each, and every such call cost the process its TLB entries).
+//
+// What stays resident is bounded as before: kept bytes never exceed what the program had in use
+// at its recent peak less what it has in use now (the peak as frees see it, restarted whenever
 // nothing is kept), so that resident memory never exceeds what the program itself had in use, as
-// if every block were unmapped at once; and SLABKIT_LARGE_RETAIN_MB (256 MiB by default, 0:
-// keep nothing). The newest are kept, the oldest unmapped to make room. An allocation takes the
-// smallest kept block that holds it, keeping its tail beyond the size asked for as a block of its
-// own when that is over 4 MiB (unmapping it otherwise); failing that, kept blocks largest first
-// are stitched into one new range by moving their pages there (mremap: no copy, no fault), with
-// fresh pages only for what they do not cover. Kept blocks older than SLABKIT_DECAY_MS are
-// unmapped by the next large allocation or free, or by the trimmer (core/trimmer.hpp); trim
-// (slabkit_trim, malloc_trim) unmaps them all. And a free that finds the page allocator has
-// passed its retain bound since the last free (its over_retain_events moved: the program is
-// freeing more than it reuses) unmaps its block and every kept one, so that resident memory
-// falls when a program shrinks, as it does without the keeping.
+// if every block were unmapped at once; nor SLABKIT_LARGE_RETAIN_MB (256 MiB by default, 0:
+// keep nothing). The oldest kept memory goes back first (madvise: the range stays, clean), ranges
+// kept longer than SLABKIT_DECAY_MS go back at the next large allocation or free or by the
+// trimmer (core/trimmer.hpp), trim (slabkit_trim, malloc_trim) gives back all; and a free that
+// finds the page allocator has passed its retain bound since the last free (its
+// over_retain_events moved: the program is freeing more than it reuses) gives back its block and
+// every kept range, so that resident memory falls when a program shrinks.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +33,6 @@
 namespace slabkit::large {
 
 inline constexpr size_t kLargeMax = 16384;
-inline constexpr unsigned kRetainMax = 16;
 
 // A block of at least `size` bytes, aligned to `align` (a power of two) or, when align is 0, to
 // `size` if that is a power of two, else to a page; nullptr when the OS refuses or the table is
@@ -54,11 +57,11 @@ size_t size_of(const void *p);
 // Bytes mapped for large blocks in use now, and how many blocks (kept ones not included).
 uint64_t mapped_bytes();
 uint64_t mapped_blocks();
-// Bytes and blocks kept for reuse now.
+// Bytes and ranges kept for reuse now (resident, or may be: freed and not given back).
 uint64_t retained_bytes();
 uint64_t retained_blocks();
-// Unmaps every kept block (force) or those kept since before before_ms (platform::now_coarse_ms
-// time). Returns the bytes unmapped.
+// Gives back to the OS every kept range (force) or those kept since before before_ms
+// (platform::now_coarse_ms time). Returns the bytes given back.
 uint64_t release_retained(uint64_t before_ms, bool force);
 // The retain budget in bytes (SLABKIT_LARGE_RETAIN_MB).
 uint64_t retain_budget();

@@ -142,6 +142,10 @@ class page_allocator {
     void for_each_allocated(void (*fn)(page *head, void *arg), void *arg);
 
     void snapshot(page_stats *out) const;
+    // Pages handed out (to callers and per-slot lists) and free pages that may be resident: an
+    // upper bound of this allocator's RSS, metadata aside. Cheaper than snapshot(): one zone
+    // lock at a time.
+    uint64_t resident_pages() const;
     // /proc/buddyinfo-style text ("Node 0, zone   Normal  n0 n1 ... n10\n" per node), plus a
     // summary line. Returns the length written (truncated to fit, always NUL-terminated).
     size_t format_buddyinfo(char *buf, size_t size) const;

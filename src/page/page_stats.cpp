@@ -7,6 +7,17 @@
 
 namespace slabkit {
 
+uint64_t page_allocator::resident_pages() const {
+    auto *self = const_cast<page_allocator *>(this);
+    uint64_t pages = 0;
+    for (unsigned n = 0; n < nodes_; ++n) {
+        zone &z = self->zones_[n];
+        platform::lock_guard guard(z.lock);
+        pages += z.out + z.free_resident;
+    }
+    return pages;
+}
+
 void page_allocator::snapshot(page_stats *out) const {
     *out = page_stats{};
     out->nodes = nodes_;

@@ -93,6 +93,13 @@ os_status move_pages(void *addr, size_t size, void *target) {
     return {};
 }
 
+os_status map_fresh(void *addr, size_t size) {
+    if (mmap(addr, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        return {"mmap", errno};
+    return {};
+}
+
 os_status release(void *addr, size_t size) {
     if (munmap(addr, size) != 0) return {"munmap", errno};
     return {};

@@ -68,6 +68,10 @@ void *remap(void *addr, size_t old_size, size_t new_size, os_status *status);
 // the pages keep their contents and stay resident (no fault on their next touch), and the old
 // range is unmapped. size is a page multiple; addr may be the start of part of a mapping.
 os_status move_pages(void *addr, size_t size, void *target);
+// Maps fresh, readable and writable address space over [addr, addr+size) (mmap MAP_FIXED),
+// whatever was mapped there before (a range a move left unmapped, inside the caller's own
+// reservation).
+os_status map_fresh(void *addr, size_t size);
 // Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and
 // statistics. Returns 0 and sets *status on failure.
 size_t resident_pages(const void *addr, size_t size, os_status *status);
