@@ -10,6 +10,7 @@ uintptr_t align_up(uintptr_t x, size_t align) {
 } // namespace
 
 void extent_map::insert_at(unsigned i, const extent &x) {
+    if (n_ == kCapacity) __builtin_trap(); // every caller checks for room first
     for (unsigned k = n_; k > i; --k) e_[k] = e_[k - 1];
     e_[i] = x;
     ++n_;
@@ -45,9 +46,18 @@ bool extent_map::add(uintptr_t addr, size_t size, bool dirty, uint64_t freed_ms)
     while (i < n_ && e_[i].addr < addr) ++i;
     const bool joins_prev = i > 0 && e_[i - 1].dirty == dirty && e_[i - 1].end() == addr;
     const bool joins_next = i < n_ && e_[i].dirty == dirty && addr + size == e_[i].addr;
-    if (n_ == kCapacity && !joins_prev && !joins_next) return false;
+    if (joins_prev || joins_next) {
+        // Grows the neighbour in place (no new entry: this works in a full map too).
+        const unsigned k = joins_prev ? i - 1 : i;
+        if (!joins_prev) e_[k].addr = addr;
+        e_[k].size += size;
+        if (dirty) dirty_bytes_ += size;
+        if (freed_ms > e_[k].freed_ms) e_[k].freed_ms = freed_ms;
+        merge_around(k);
+        return true;
+    }
+    if (n_ == kCapacity) return false;
     insert_at(i, extent{addr, size, freed_ms, dirty});
-    merge_around(i);
     return true;
 }
 

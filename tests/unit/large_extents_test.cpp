@@ -92,8 +92,16 @@ TEST(LargeExtents, AFullMapRefusesWhatNeedsARangeMore) {
     for (unsigned i = 0; i < extent_map::kCapacity; ++i)
         ASSERT_TRUE(m.add(kBase + 2 * i * kPg, kPg, i % 2, 0));
     EXPECT_FALSE(m.add(kBase + 2 * extent_map::kCapacity * kPg + kPg, kPg, true, 0));
-    // One that touches a range of its kind merges and needs none.
+    // One that touches a range of its kind merges and needs none (ASan caught a first version
+    // writing one entry past the array here).
     EXPECT_TRUE(m.add(kBase + kPg, kPg, false, 0));
+    EXPECT_EQ(m.count(), extent_map::kCapacity);
+    EXPECT_EQ(m[0].size, 2 * kPg);
+    // And one after a range of its kind (the next being of the other kind).
+    EXPECT_TRUE(m.add(kBase + 3 * kPg, kPg, true, 0));
+    EXPECT_EQ(m.count(), extent_map::kCapacity);
+    EXPECT_EQ(m[1].addr, kBase + 2 * kPg);
+    EXPECT_EQ(m[1].size, 2 * kPg);
     // A split in the middle needs one more.
     extent_map f;
     ASSERT_TRUE(f.add(kBase, 3 * kPg, true, 0));
