@@ -1,4 +1,5 @@
-// large.cpp - OS-direct large blocks and their address table.
+// large.cpp - large blocks: the region they are carved from, what is kept of freed ones, and
+// the address table.
 #include "kmalloc/large.hpp"
 
 #include "kmalloc/large_extents.hpp"
@@ -128,17 +129,21 @@ void clean_to(uint64_t limit) {
     sync_kept();
 }
 
-// Under g_lock: reserves the region at the first call.
+// Under g_lock: reserves the region at the first call; a smaller one where the address space
+// is limited (RLIMIT_AS), down to 1 GiB.
 bool have_region() {
     if (g_base) return true;
     if (g_region_tried) return false;
     g_region_tried = true;
-    platform::os_status st;
-    void *r = platform::reserve(kRegionSize, kRegionAlign, &st);
-    if (!r) return false;
-    g_base = g_top = reinterpret_cast<uintptr_t>(r);
-    g_end = g_base + kRegionSize;
-    return true;
+    for (size_t size = kRegionSize; size >= kRegionAlign; size /= 4) {
+        platform::os_status st;
+        if (void *r = platform::reserve(size, kRegionAlign, &st)) {
+            g_base = g_top = reinterpret_cast<uintptr_t>(r);
+            g_end = g_base + size;
+            return true;
+        }
+    }
+    return false;
 }
 
 // Under g_lock: makes [g_top, new_top) readable and writable.
@@ -530,6 +535,11 @@ uint64_t retained_bytes() {
 uint64_t retained_blocks() {
     platform::lock_guard guard(g_lock);
     return g_free.dirty_count();
+}
+
+uint64_t region_bytes() {
+    platform::lock_guard guard(g_lock);
+    return g_end - g_base;
 }
 
 uint64_t retain_budget() {

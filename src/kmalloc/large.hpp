@@ -1,7 +1,8 @@
 // large.hpp - blocks above the page allocator's largest order, from address space of their own.
 //
 // Blocks are carved from one region of address space reserved at the first large allocation
-// (64 GiB, no memory behind it until used); a fixed open-addressing table (static, zero until
+// (64 GiB, no memory behind it until used; less, down to 1 GiB, where the address space is
+// limited); a fixed open-addressing table (static, zero until
 // used) maps each block's address to its size so that kfree and ksize can find it. The table
 // holds kLargeMax blocks at once (each over 4 MiB: 64 GiB and more in all); past that an
 // allocation fails like any other out-of-memory. A block the region has no room for is a
@@ -63,6 +64,8 @@ uint64_t retained_blocks();
 // Gives back to the OS every kept range (force) or those kept since before before_ms
 // (platform::now_coarse_ms time). Returns the bytes given back.
 uint64_t release_retained(uint64_t before_ms, bool force);
+// Address space reserved for the region (0 before the first large block, or if none could be).
+uint64_t region_bytes();
 // The retain budget in bytes (SLABKIT_LARGE_RETAIN_MB).
 uint64_t retain_budget();
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -435,6 +436,23 @@ TEST_F(Large, ThreadsSharingKeptBlocksNeverShareABlock) {
     EXPECT_EQ(large::mapped_bytes(), 0u);
     EXPECT_LE(large::retained_bytes(), large::retain_budget());
     EXPECT_LE(large::retained_blocks(), large::extent_map::kCapacity);
+}
+
+// Run with the address space limited (ctest large_limited_address_space: ulimit -v): the
+// region is smaller than 64 GiB, and still serves and keeps blocks.
+TEST(LargeLimitedAddressSpace, ASmallerRegionServesAndKeeps) {
+    struct rlimit lim {};
+    ASSERT_EQ(getrlimit(RLIMIT_AS, &lim), 0);
+    if (lim.rlim_cur == RLIM_INFINITY) GTEST_SKIP() << "needs a limit on the address space";
+    auto *p = static_cast<char *>(large::alloc(8 * kMiB));
+    ASSERT_NE(p, nullptr);
+    const uint64_t region = large::region_bytes();
+    EXPECT_GE(region, uint64_t{1} << 30);
+    EXPECT_LT(region, uint64_t{64} << 30);
+    memset(p, 1, 8 * kMiB);
+    ASSERT_TRUE(large::free(p));
+    EXPECT_EQ(large::alloc(8 * kMiB), p); // kept and reused
+    ASSERT_TRUE(large::free(p));
 }
 
 // Run with SLABKIT_LARGE_RETAIN_MB=0 (ctest large_no_retain): every freed block's pages go back.
