@@ -54,42 +54,44 @@ int main(int argc, char **argv) {
     char *a = map(PROT_READ | PROT_WRITE);
     char *b = map(PROT_NONE);
     touch(a);
-    double sum = 0;
-    for (int r = 0; r < rounds; ++r) sum += timed_touch(y);
-    std::printf("after nothing:                        %7.1f ns/page\n", sum / rounds);
-    sum = 0;
-    for (int r = 0; r < rounds; ++r) {
-        void *moved = mremap(a, kSize, kSize, MREMAP_MAYMOVE | MREMAP_FIXED, b);
-        if (moved == MAP_FAILED) {
-            std::perror("mremap");
-            return 1;
+    // Each line: `before` (the call), then one timed touch of every page of Y, `after` (the
+    // other range touched again, so that the next round's call has pages to drop), per round.
+    auto report = [&](const char *what, auto before, auto after) {
+        double sum = 0;
+        for (int r = 0; r < rounds; ++r) {
+            before();
+            sum += timed_touch(y);
+            after();
         }
-        b = a;
-        a = static_cast<char *>(moved);
-        sum += timed_touch(y);
-    }
-    std::printf("after a 32 MiB mremap elsewhere:      %7.1f ns/page\n", sum / rounds);
-    sum = 0;
-    for (int r = 0; r < rounds; ++r) {
-        munmap(a, kSize);
-        a = map(PROT_READ | PROT_WRITE);
-        sum += timed_touch(y);
-        touch(a);
-    }
-    std::printf("after a 32 MiB munmap + mmap:         %7.1f ns/page\n", sum / rounds);
-    sum = 0;
-    for (int r = 0; r < rounds; ++r) {
-        madvise(a, kSize, MADV_DONTNEED);
-        sum += timed_touch(y);
-        touch(a);
-    }
-    std::printf("after a 32 MiB madvise(DONTNEED):     %7.1f ns/page\n", sum / rounds);
+        std::printf("%-40s %8.1f ns/page\n", what, sum / rounds);
+    };
+    auto nothing = [] {};
+    report("after nothing:", nothing, nothing);
+    report(
+        "after a 32 MiB mremap elsewhere:",
+        [&] {
+            void *moved = mremap(a, kSize, kSize, MREMAP_MAYMOVE | MREMAP_FIXED, b);
+            if (moved == MAP_FAILED) {
+                std::perror("mremap");
+                std::exit(1);
+            }
+            b = a;
+            a = static_cast<char *>(moved);
+        },
+        nothing);
+    report(
+        "after a 32 MiB munmap + mmap:",
+        [&] {
+            munmap(a, kSize);
+            a = map(PROT_READ | PROT_WRITE);
+        },
+        [&] { touch(a); });
+    report(
+        "after a 32 MiB madvise(DONTNEED):", [&] { madvise(a, kSize, MADV_DONTNEED); },
+        [&] { touch(a); });
     // For scale: a touch that faults (Y's own pages given back first).
-    sum = 0;
-    for (int r = 0; r < rounds; ++r) {
-        madvise(y, kSize, MADV_DONTNEED);
-        sum += timed_touch(y);
-    }
-    std::printf("a page fault (Y's own pages given back): %7.1f ns/page\n", sum / rounds);
+    report(
+        "a page fault (Y's own pages given back):", [&] { madvise(y, kSize, MADV_DONTNEED); },
+        nothing);
     return 0;
 }
