@@ -30,4 +30,9 @@ inline constexpr unsigned floor_log2(uint64_t x) {
     return 63 - static_cast<unsigned>(__builtin_clzll(x));
 }
 
+// x rounded up to a multiple of align (a power of two); wraps to a small value past the top.
+inline constexpr uintptr_t align_up(uintptr_t x, uintptr_t align) {
+    return (x + align - 1) & ~(align - 1);
+}
+
 } // namespace slabkit

@@ -1,6 +1,8 @@
 // cache.cpp - argument checks, object layout, slab set-up and the cache registry.
 #include "core/cache.hpp"
 
+#include "base/bits.hpp"
+
 #include "base/intrusive_list.hpp"
 #include "core/debug.hpp"
 #include "core/report.hpp"
@@ -25,9 +27,6 @@ constexpr char kDesignNamesJoined[] =
 #undef SLABKIT_DESIGN_JOINED
     ;
 
-constexpr size_t align_up(size_t v, size_t a) {
-    return (v + a - 1) & ~(a - 1);
-}
 constexpr bool is_pow2(size_t v) {
     return v && !(v & (v - 1));
 }

@@ -2,6 +2,8 @@
 // alloc, free and validation, the quarantine, and the reports.
 #include "core/debug.hpp"
 
+#include "base/bits.hpp"
+
 #include "core/hardening.hpp"
 
 #include "core/report.hpp"
@@ -17,10 +19,6 @@
 namespace slabkit::debug {
 
 namespace {
-
-constexpr size_t align_up(size_t v, size_t a) {
-    return (v + a - 1) & ~(a - 1);
-}
 
 // ---- the specification ------------------------------------------------------------------------
 //

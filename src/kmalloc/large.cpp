@@ -4,6 +4,8 @@
 
 #include "kmalloc/large_extents.hpp"
 
+#include "base/bits.hpp"
+
 #include "core/hardening.hpp"
 #include "core/trimmer.hpp"
 #include "page/page.hpp"
@@ -72,10 +74,6 @@ uint64_t budget() {
 uint64_t decay_cutoff(uint64_t now) {
     const uint64_t decay = g_decay_ms.load(std::memory_order_relaxed);
     return now > decay ? now - decay : 0;
-}
-
-uintptr_t align_up(uintptr_t x, size_t align) {
-    return (x + align - 1) & ~static_cast<uintptr_t>(align - 1);
 }
 
 bool in_region(uintptr_t a) {
@@ -305,8 +303,9 @@ const char *why_not_a_block(const void *p) {
         if (g_freed[(g_freed_head + i) % kGuardedFreed].addr == p)
             return "a large block freed already (double free)";
     const auto a = reinterpret_cast<uintptr_t>(p);
-    if (g_base && in_region(a) && a < g_top && g_free.holding(a) >= 0)
-        return g_free[static_cast<unsigned>(g_free.holding(a))].dirty
+    const int i = g_base && in_region(a) && a < g_top ? g_free.holding(a) : -1;
+    if (i >= 0)
+        return g_free[static_cast<unsigned>(i)].dirty
                    ? "a large block freed already and kept for reuse (double free)"
                    : "a large block freed already (double free)";
     return nullptr;
@@ -407,12 +406,12 @@ void *resize(void *p, size_t size) {
             const int next = g_free.starting_at(end);
             bool grown = false;
             if (next >= 0 && g_free[static_cast<unsigned>(next)].end() >= want) {
-                grown = g_free.take(static_cast<unsigned>(next), end, whole - old);
+                grown = g_free.take_span(end, whole - old);
             } else if (next >= 0 && g_free[static_cast<unsigned>(next)].end() == g_top) {
                 const extent x = g_free[static_cast<unsigned>(next)];
                 if (raise_top(want)) {
                     g_free.grow(static_cast<unsigned>(next), want - x.end());
-                    grown = g_free.take(static_cast<unsigned>(next), end, whole - old);
+                    grown = g_free.take_span(end, whole - old);
                 }
             } else if (next < 0 && end == g_top) {
                 grown = raise_top(want);

@@ -1,13 +1,9 @@
 // large_extents.cpp - the free ranges of the large blocks' region (large_extents.hpp).
 #include "kmalloc/large_extents.hpp"
 
-namespace slabkit::large {
+#include "base/bits.hpp"
 
-namespace {
-uintptr_t align_up(uintptr_t x, size_t align) {
-    return (x + align - 1) & ~static_cast<uintptr_t>(align - 1);
-}
-} // namespace
+namespace slabkit::large {
 
 void extent_map::insert_at(unsigned i, const extent &x) {
     if (n_ == kCapacity) __builtin_trap(); // every caller checks for room first
@@ -112,24 +108,6 @@ bool extent_map::take_span(uintptr_t at, size_t size) {
     return true;
 }
 
-int extent_map::best_fit(size_t size, size_t align, bool dirty) const {
-    int best = -1;
-    for (unsigned i = 0; i < n_; ++i) {
-        const extent &x = e_[i];
-        if (x.dirty != dirty || x.size < size) continue;
-        const uintptr_t at = align_up(x.addr, align);
-        if (at < x.addr || at + size > x.end()) continue;
-        if (best < 0 || x.size < e_[best].size) best = static_cast<int>(i);
-    }
-    return best;
-}
-
-int extent_map::ending_at(uintptr_t end, bool dirty) const {
-    for (unsigned i = 0; i < n_; ++i)
-        if (e_[i].end() == end && e_[i].dirty == dirty) return static_cast<int>(i);
-    return -1;
-}
-
 int extent_map::starting_at(uintptr_t addr) const {
     for (unsigned i = 0; i < n_; ++i)
         if (e_[i].addr == addr) return static_cast<int>(i);
@@ -140,18 +118,6 @@ int extent_map::holding(uintptr_t addr) const {
     for (unsigned i = 0; i < n_; ++i)
         if (addr >= e_[i].addr && addr < e_[i].end()) return static_cast<int>(i);
     return -1;
-}
-
-bool extent_map::take(unsigned i, uintptr_t at, size_t size) {
-    const extent x = e_[i];
-    const size_t before = at - x.addr;
-    const size_t after = x.end() - (at + size);
-    if (before && after && n_ == kCapacity) return false;
-    erase(i);
-    // Neither piece touches a range of its kind (they were one range), so no merging.
-    if (after) insert_at(i, extent{at + size, after, x.freed_ms, x.dirty});
-    if (before) insert_at(i, extent{x.addr, before, x.freed_ms, x.dirty});
-    return true;
 }
 
 bool extent_map::make_clean(unsigned i, uintptr_t at, size_t size) {

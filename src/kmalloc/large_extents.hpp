@@ -56,19 +56,10 @@ class extent_map {
     // last stays. False (nothing changed) when the split needs a range more than there is room
     // for.
     bool take_span(uintptr_t at, size_t size);
-    // The smallest range of the kind asked for that holds `size` bytes starting at a multiple of
-    // `align` (a power of two); -1 if none does.
-    int best_fit(size_t size, size_t align, bool dirty) const;
-    // The range of the kind asked for that ends at `end`, or -1.
-    int ending_at(uintptr_t end, bool dirty) const;
     // The range that starts at `addr`, of either kind, or -1.
     int starting_at(uintptr_t addr) const;
     // The range that holds `addr`, or -1.
     int holding(uintptr_t addr) const;
-    // Takes [at, at+size), which lies inside range i, out of it: what is left before and after
-    // stays, of the same kind and age. False (nothing changed) when the split needs a range more
-    // than there is room for.
-    bool take(unsigned i, uintptr_t at, size_t size);
     // Grows range i (nothing free may follow it) by `size` bytes, of its kind.
     void grow(unsigned i, size_t size) {
         e_[i].size += size;
