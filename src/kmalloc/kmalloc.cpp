@@ -247,6 +247,15 @@ SLABKIT_NOINLINE bool decide_debugging() {
 bool guard_blocks() {
     return debugging();
 }
+
+// A malloc-table block above kMallocRegionFrom from the region (nullptr otherwise, and when the
+// region cannot serve it: the page allocator then does, up to its largest order). Page-aligned
+// unless asked for more: malloc promises 16 bytes, and a block free to start at any page packs
+// the region's kept ranges better than one aligned to its size.
+void *region_block(class_table t, size_t size, size_t align, bool zero) {
+    if (t != class_table::malloc || size <= kMallocRegionFrom || large::guarded()) return nullptr;
+    return large::alloc(size, align < kPageSize ? kPageSize : align, zero);
+}
 } // namespace
 
 std::atomic<int> detail::g_debugging{-1};
@@ -276,13 +285,17 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         // a page block does without the guard rather than failing.
         if (void *p = large::alloc(size, 0, zero)) return p;
     }
+    if (t == class_table::malloc && size > (size_t{1} << 20) && !large::guarded()) {
+        if (void *p = large::alloc(size, 0, zero)) return p;
+    }
+    if (void *p = region_block(t, size, kPageSize, zero)) return p;
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
     }
     return large::guarded() ? nullptr : large::alloc(size, 0, zero);
 }
 
-void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
+void *alloc_aligned(design d, size_t size, size_t align, bool zero, class_table t) {
     zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     const size_t n = size < align ? align : size;
     if (has_own_kmalloc(d)) {
@@ -300,6 +313,7 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero) {
     if (size > kMaxCacheSize && guard_blocks()) {
         if (void *p = large::alloc(size, align, zero)) return p;
     }
+    if (void *p = region_block(t, size, align, zero)) return p;
     if (size <= (kPageSize << kMaxOrder) && align <= (kPageSize << kMaxOrder)) {
         // Blocks of order k are aligned to 2^k pages.
         unsigned order = order_for(size);

@@ -42,6 +42,13 @@
 namespace slabkit::kmalloc {
 
 inline constexpr size_t kMaxCacheSize = 8192;
+// The malloc table's blocks above this come from the large blocks' region (large.hpp): exact
+// in pages, where a page block rounds up to a power of two, and one pool of kept memory with the
+// bigger blocks, where page blocks and region blocks kept each other's memory from reuse (a
+// program cycling blocks of 1 to 32 MiB faulted twice the pages it needed, bench/pattern_bench
+// large-random, 2026-12-03). The kernel table keeps the kernel's rule: page blocks up to the
+// largest order.
+inline constexpr size_t kMallocRegionFrom = size_t{1} << 20;
 inline void *const kZeroSizePtr = reinterpret_cast<void *>(16);
 
 enum class class_table : uint8_t { kernel, malloc };
@@ -247,8 +254,10 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
 }
 
 // A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest kernel class
-// whose natural alignment is enough, else a page block of the right order, else an OS block.
-void *alloc_aligned(design d, size_t size, size_t align, bool zero);
+// whose natural alignment is enough, else a page block of the right order (for the malloc
+// table, one up to kMallocRegionFrom), else a block of the region.
+void *alloc_aligned(design d, size_t size, size_t align, bool zero,
+                    class_table t = class_table::kernel);
 
 SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     cache *owner;

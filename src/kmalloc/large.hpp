@@ -1,11 +1,13 @@
-// large.hpp - blocks above the page allocator's largest order, from address space of their own.
+// large.hpp - blocks above the page allocator's largest order (and the malloc family's above
+// kmalloc::kMallocRegionFrom, 1 MiB), from address space of their own.
 //
 // Blocks are carved from one region of address space reserved at the first large allocation
 // (64 GiB, no memory behind it until used; less, down to 1 GiB, where the address space is
 // limited); a fixed open-addressing table (static, zero until
 // used) maps each block's address to its size so that kfree and ksize can find it. The table
-// holds kLargeMax blocks at once (each over 4 MiB: 64 GiB and more in all); past that an
-// allocation fails like any other out-of-memory. A block the region has no room for is a
+// holds kLargeMax blocks at once (each over 1 MiB: 16 GiB and more in all); past that an
+// allocation fails like any other out-of-memory (a malloc block of 4 MiB or less is then a page
+// block). A block the region has no room for is a
 // mapping of its own, unmapped when freed.
 //
 // Reuse without calls to the OS: a freed block's range stays mapped and resident, and joins the
@@ -16,10 +18,11 @@
 // ranges are in place (an earlier version stitched kept blocks together by moving their pages,
 // one mremap each, and every such call cost the process its TLB entries).
 //
-// What stays resident is bounded as before: kept bytes never exceed what the program had in use
-// at its recent peak less what it has in use now (the peak as frees see it, restarted whenever
-// nothing is kept), so that resident memory never exceeds what the program itself had in use, as
-// if every block were unmapped at once; nor SLABKIT_LARGE_RETAIN_MB (256 MiB by default, 0:
+// What stays resident is bounded: kept bytes never exceed what the program had in use at its
+// recent peak less what it has in use now, plus a sixteenth of that peak for the fragmentation of
+// kept ranges (the peak as frees see it, restarted whenever nothing is kept), so that resident
+// memory stays within 1/16 of what the program itself had in use, as if every block were
+// unmapped at once; nor SLABKIT_LARGE_RETAIN_MB (256 MiB by default, 0:
 // keep nothing). The oldest kept memory goes back first (madvise: the range stays, clean), ranges
 // kept longer than SLABKIT_DECAY_MS go back at the next large allocation or free or by the
 // trimmer (core/trimmer.hpp), trim (slabkit_trim, malloc_trim) gives back all; and a free that

@@ -35,7 +35,7 @@ struct extent {
 class extent_map {
   public:
     // Ranges at most: a free that would need more is released to the OS instead (large.cpp).
-    static constexpr unsigned kCapacity = 256;
+    static constexpr unsigned kCapacity = 1024;
 
     unsigned count() const { return n_; }
     const extent &operator[](unsigned i) const { return e_[i]; }

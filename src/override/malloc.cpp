@@ -102,7 +102,7 @@ void *detail::calloc_slow(size_t n, size_t size) {
 void *detail::aligned_slow(size_t align, size_t size) {
     if (size > kMaxRequest) return fail_nomem();
     if (size == 0) size = 1;
-    void *p = kmalloc::alloc_aligned(process_design(), size, align, false);
+    void *p = kmalloc::alloc_aligned(process_design(), size, align, false, kMallocTable);
     return p ? p : fail_nomem();
 }
 
@@ -171,9 +171,9 @@ void *realloc(void *p, size_t size) {
         kmalloc::free(p, "realloc");
         return q;
     }
-    // OS blocks grow (and move) by remapping their pages rather than copying them.
-    constexpr size_t kPageTierMax = kPageSize << kMaxOrder;
-    if (have > kPageTierMax && size > kPageTierMax) {
+    // Blocks of the region grow in place, or move by remapping their pages rather than copying
+    // them (nullptr for any other block).
+    if (have > kmalloc::kMallocRegionFrom) {
         if (void *q = large::resize(p, size)) return q;
     }
     void *q = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);

@@ -162,6 +162,34 @@ TEST(MallocFamily, SmallSizesRoundToDenseClasses) {
     M(free)(v);
 }
 
+// Above 1 MiB a block is exact in pages (a page block would round 1.5 MiB up to 2 MiB), and a
+// freed one is kept and serves the next of its size in place; so are memalign's.
+TEST(MallocFamily, BlocksAboveAMiBAreExactInPagesAndReusedInPlace) {
+    const size_t size = (size_t{3} << 19) + 100; // 1.5 MiB and 100 bytes
+    const size_t pages = (size + kPage - 1) / kPage * kPage;
+    void *p = M(malloc)(size);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(M(malloc_usable_size)(p), pages);
+    fill(p, size, 3);
+    M(free)(p);
+    void *q = M(malloc)(size);
+    EXPECT_EQ(q, p) << "the freed block was not reused in place";
+    EXPECT_EQ(M(malloc_usable_size)(q), pages);
+    M(free)(q);
+    void *a = M(memalign)(size_t{1} << 16, size);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(aligned(a, size_t{1} << 16));
+    EXPECT_EQ(M(malloc_usable_size)(a), pages);
+    fill(a, size, 4);
+    EXPECT_TRUE(check(a, size, 4));
+    M(free)(a);
+    // The kernel's kmalloc keeps the kernel's rule: a page block, a power of two of pages.
+    void *k = slabkit_kmalloc(size, 0);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(slabkit_ksize(k), size_t{2} << 20);
+    slabkit_kfree(k);
+}
+
 TEST(MallocFamily, CallocZeroesReusedMemory) {
     for (size_t size : sweep_sizes()) {
         // Dirty a block of the size, free it, then calloc the same size: likely the same block.

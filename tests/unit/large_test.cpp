@@ -202,7 +202,11 @@ TEST_F(Large, KeptBlocksStayWithinThePeakInUseAndTheBudget) {
             ASSERT_TRUE(large::free(live[k].first));
             in_use -= live[k].second;
             live.erase(live.begin() + static_cast<long>(k));
-            EXPECT_LE(large::mapped_bytes() + large::retained_bytes(), peak) << "step " << step;
+            // (and a sixteenth of that peak, which counts the page allocator's resident pages
+            // too, for the kept ranges' fragmentation)
+            const uint64_t pages = page_allocator::global().resident_pages() * kPageSize;
+            EXPECT_LE(large::mapped_bytes() + large::retained_bytes(), peak + (peak + pages) / 16)
+                << "step " << step;
             EXPECT_LE(large::retained_bytes(), budget);
         }
     }
@@ -381,11 +385,12 @@ TEST_F(Large, PagesThePageAllocatorTookShareTheRoom) {
         memset(b, 1, kPageSize << (kMaxOrder - 1));
     }
     // A 6 MiB block from the kept range: of the 6 MiB left, only what the page blocks left of
-    // the peak stays kept, about 2 MiB (the newest end of the range went back).
+    // the peak and its sixteenth stays kept, about 2.75 MiB (the newest end of the range went
+    // back).
     void *q = large::alloc(6 * kMiB, kPageSize);
     ASSERT_EQ(q, p);
-    EXPECT_LE(large::retained_bytes(), 2 * kMiB);
-    EXPECT_GE(large::retained_bytes(), 1 * kMiB);
+    EXPECT_LE(large::retained_bytes(), 3 * kMiB);
+    EXPECT_GE(large::retained_bytes(), 2 * kMiB);
     EXPECT_FALSE(resident(p + 12 * kMiB - kPageSize, kPageSize));
     EXPECT_TRUE(resident(p + 6 * kMiB, kPageSize));
     ASSERT_TRUE(large::free(q));
