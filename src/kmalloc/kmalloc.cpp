@@ -285,9 +285,6 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         // a page block does without the guard rather than failing.
         if (void *p = large::alloc(size, 0, zero)) return p;
     }
-    if (t == class_table::malloc && size > (size_t{1} << 20) && !large::guarded()) {
-        if (void *p = large::alloc(size, 0, zero)) return p;
-    }
     if (void *p = region_block(t, size, kPageSize, zero)) return p;
     if (size <= (kPageSize << kMaxOrder)) {
         return page_allocator::global().alloc(order_for(size), node, zero ? kZero : 0u);
