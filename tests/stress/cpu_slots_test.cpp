@@ -8,6 +8,7 @@
 #include "platform/platform.hpp"
 #include "platform/rseq.hpp"
 #include "slot/slot.hpp"
+#include "slqb/slqb.hpp"
 
 #include <gtest/gtest.h>
 
@@ -141,10 +142,19 @@ TEST(CpuSlots, TrimmerDrainsACpuTakenOutOfTheAffinityMask) {
     EXPECT_GT(slots::stats().cpu_drains, drains);
     const uint64_t before = st.queued_objects;
     designs::statistics(c, &st);
-    // CPU 1's queue went back to the slabs. In auto mode the first threads' own slots (exited
-    // now, idle for less than decay_ms) keep theirs.
+    // CPU 1's queue went back to the slabs. A parker that found CPU 1's slot held by another
+    // (preempted inside its hold) took its object from the node list, and the drain sent that
+    // object home to the node list's inbox; the trimmer gives a node list back one batch per
+    // run, as SLQB's did, so such objects may still wait there (seen in CI: 312 of them).
+    // In auto mode the first threads' own slots (exited now, idle for less than decay_ms) keep
+    // theirs.
     if (slots::current_mode() == slots::mode::cpu) {
-        EXPECT_EQ(st.queued_objects, 0u);
+        uint64_t on_nodes = 0;
+        const auto *q = static_cast<const slqb::slqb_cache *>(c);
+        for (unsigned n = 0; n < q->nr_nodes; ++n)
+            if (const slqb::slqb_node *node = q->node_slab[n])
+                on_nodes += node->list.freelist.count() + node->list.inbox.count();
+        EXPECT_EQ(st.queued_objects, on_nodes);
     } else {
         EXPECT_LT(st.queued_objects, before);
     }
