@@ -52,6 +52,11 @@
 //                        without a slot of its own while the CPUs have slots, or nullptr; what
 //                        alloc_fast calls then, for a caller that has already found the thread
 //                        on the CPUs' slots (alloc_fast's on_cpu continuation).
+//   alloc_cpu_or(s, slots, size, fallback)
+//                        optional, out of line: alloc_cpu's pop, else fallback(size), as one
+//                        tail call each way (the malloc family's on_cpu continuation goes
+//                        straight there; without it, through a switch on the design and a
+//                        second call).
 //   free(s, obj)         inline: kmem_cache_free, with the check that obj is an object of s (a bad
 //                        free is reported, see core/report.hpp); free(s, nullptr) does nothing.
 //   free_to_slab(s, pg, obj)

@@ -217,7 +217,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
 
 namespace detail {
 // Class i's object from the CPU's slot for a thread without a slot of its own, else
-// fallback(size). Out of line: alloc_fast_or's tail call.
+// fallback(size), for a design without alloc_cpu_or (core/design.hpp). Out of line:
+// alloc_fast_or's tail call.
 template <class_table T>
 SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
                                        void *(*fallback)(size_t)) {
@@ -245,7 +246,13 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
             return ops.alloc_fast(
                 &set.caches[i], &set.slots[i],
                 [&]() SLABKIT_LAMBDA_INLINE {
-                    return detail::alloc_on_cpu_or<T>(d, i, size, fallback);
+                    if constexpr (requires {
+                                      D::alloc_cpu_or(&set.caches[i], &set.slots[i], size,
+                                                      fallback);
+                                  })
+                        return D::alloc_cpu_or(&set.caches[i], &set.slots[i], size, fallback);
+                    else
+                        return detail::alloc_on_cpu_or<T>(d, i, size, fallback);
                 },
                 [&]() SLABKIT_LAMBDA_INLINE { return fallback(size); });
         });

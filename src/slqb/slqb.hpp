@@ -313,6 +313,10 @@ SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) 
 // and in one object file each (slqb_alloc.cpp, slqb_free.cpp): a critical section's descriptor
 // cannot point into an inline function's copy that the linker may discard.
 void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab);
+// The same pop, else fallback(size): the malloc family's CPU path, reached by a tail call from
+// malloc and leaving by one, with no call or switch in between.
+void *alloc_cpu_or(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab, size_t size,
+                   void *(*fallback)(size_t));
 // The same, then alloc_slow when it gives up: the whole allocation, in one tail call.
 void *alloc_on_cpu(slqb_cache *s, bool zero);
 // The push, then free_slow when it gives up.
@@ -437,6 +441,10 @@ struct ops {
     }
     static void *alloc_cpu(slqb_cache *s, const slot_storage *slots) {
         return slqb::alloc_from_cpu_queue(s, slots->data());
+    }
+    static void *alloc_cpu_or(slqb_cache *s, const slot_storage *slots, size_t size,
+                              void *(*fallback)(size_t)) {
+        return slqb::alloc_cpu_or(s, slots->data(), size, fallback);
     }
     SLABKIT_ALWAYS_INLINE static void *alloc_node(slqb_cache *s, int node, bool zero) {
         return slqb::alloc_node(s, node, zero);

@@ -210,7 +210,10 @@ void *alloc_slow(slqb_cache *s, unsigned slot, int node, bool zero) {
     return obj;
 }
 
-void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab) {
+// The CPU's pop, inlined into this file's two out-of-line entries (each gets a critical
+// section, and a descriptor, of its own).
+static SLABKIT_ALWAYS_INLINE void *pop_cpu_queue(slqb_cache *s,
+                                                 const std::atomic<slqb_cpu *> *cpu_slab) {
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start(); // the section fails if the thread moved since
     return platform::rseq_pop_packed<kQueueDisp, kAllocStatDisp>(
@@ -220,6 +223,16 @@ void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_sla
     (void)cpu_slab;
     return nullptr;
 #endif
+}
+
+void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab) {
+    return pop_cpu_queue(s, cpu_slab);
+}
+
+void *alloc_cpu_or(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab, size_t size,
+                   void *(*fallback)(size_t)) {
+    if (void *obj = pop_cpu_queue(s, cpu_slab); SLABKIT_LIKELY(obj != nullptr)) return obj;
+    return fallback(size);
 }
 
 void *alloc_on_cpu(slqb_cache *s, bool zero) {

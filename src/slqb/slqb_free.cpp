@@ -335,6 +335,14 @@ void free_checked(slqb_cache *s, void *obj) {
     if (page *pg = checked_slab_page(s, obj)) free_to_slot(s, pg, obj);
 }
 
+// What follows a CPU's push that did not simply succeed: nr is the push's result (0: the
+// section gave up; kRseqDoubleFree; else the queue's new count, above hiwater).
+static SLABKIT_NOINLINE void after_cpu_push(slqb_cache *s, page *pg, void *obj, uint32_t nr) {
+    if (nr == 0) return free_slow(s, pg, obj);
+    if (nr == platform::kRseqDoubleFree) return report_double_free(s, obj);
+    flush_cpu_queue(s);
+}
+
 void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
 #if SLABKIT_HAVE_RSEQ
     unsigned cpu = platform::rseq_cpu_start();
@@ -343,12 +351,10 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
         uint32_t nr = platform::rseq_push_packed<kQueueDisp>(
             &s->cpu_slab[cpu], slots::lock_word(cpu), cpu, s->offset, obj,
             freepointer_key(s, static_cast<char *>(obj) + s->offset));
-        if (SLABKIT_LIKELY(nr != 0)) {
-            if (SLABKIT_UNLIKELY(nr == platform::kRseqDoubleFree))
-                return report_double_free(s, obj);
-            if (SLABKIT_UNLIKELY(nr > s->hiwater.load())) flush_cpu_queue(s);
-            return;
-        }
+        // One test for the usual case (1 <= nr <= hiwater; kRseqDoubleFree is above any
+        // hiwater); every other case leaves by a tail call to code out of line.
+        if (SLABKIT_LIKELY(nr - 1 < s->hiwater.load())) return;
+        return after_cpu_push(s, pg, obj, nr);
     }
 #endif
     return free_slow(s, pg, obj);
