@@ -98,6 +98,51 @@ TEST(CpuSlots, HoldsOfACpusSlotAreExclusive) {
     EXPECT_GT(held.load(), 0);
 }
 
+// A hold that finds its CPU's slot held gives the CPU away once (sched_yield), so that a holder
+// preempted on that CPU can finish, then tries again; if the slot is still held (here: its
+// holder waits on purpose, which slabkit's holders never do), it goes without a slot, counted
+// once as busy, and does not wait.
+TEST(CpuSlots, AHoldOfABusyCpusSlotTriesAgainOnceThenGoesWithoutOne) {
+    if (slots::current_mode() != slots::mode::cpu)
+        GTEST_SKIP() << "needs every thread on the CPUs' slots (SLABKIT_SLOTS=cpu)";
+    auto pin0 = [] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    };
+    std::latch held(1), release(1);
+    unsigned holder_slot = kNoSlot;
+    bool holder_pinned = false;
+    std::thread holder([&] {
+        holder_pinned = pin0();
+        slots::hold h;
+        holder_slot = h.slot();
+        held.count_down();
+        release.wait(); // not runnable while it holds: the other thread's retry finds it held
+    });
+    held.wait();
+    unsigned second_slot = 0;
+    bool second_pinned = false;
+    uint64_t busy_before = 0, busy_after = 0;
+    std::thread second([&] {
+        second_pinned = pin0();
+        busy_before = slots::stats().busy;
+        {
+            slots::hold h;
+            second_slot = h.slot();
+        }
+        busy_after = slots::stats().busy;
+    });
+    second.join();
+    release.count_down();
+    holder.join();
+    ASSERT_TRUE(holder_pinned && second_pinned) << "could not run on CPU 0";
+    EXPECT_EQ(holder_slot, 0u);
+    EXPECT_EQ(second_slot, kNoSlot);
+    EXPECT_EQ(busy_after - busy_before, 1u);
+}
+
 // A CPU the process may no longer run on (here: out of the trimming thread's affinity mask) is
 // drained by the trimmer: its structures give back what they park.
 TEST(CpuSlots, TrimmerDrainsACpuTakenOutOfTheAffinityMask) {
