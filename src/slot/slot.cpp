@@ -365,6 +365,8 @@ unsigned hold_cpu(bool *busy) {
         }
         // Restarted, or moved to another CPU: read the CPU again.
     }
+#else
+    (void)busy; // no CPU mode without rseq
 #endif
     return kNoSlot;
 }
