@@ -335,6 +335,7 @@ void free_checked(slqb_cache *s, void *obj) {
     if (page *pg = checked_slab_page(s, obj)) free_to_slot(s, pg, obj);
 }
 
+#if SLABKIT_HAVE_RSEQ
 // What follows a CPU's push that did not simply succeed: nr is the push's result (0: the
 // section gave up; kRseqDoubleFree; else the queue's new count, above hiwater).
 static SLABKIT_NOINLINE void after_cpu_push(slqb_cache *s, page *pg, void *obj, uint32_t nr) {
@@ -342,6 +343,7 @@ static SLABKIT_NOINLINE void after_cpu_push(slqb_cache *s, page *pg, void *obj, 
     if (nr == platform::kRseqDoubleFree) return report_double_free(s, obj);
     flush_cpu_queue(s);
 }
+#endif
 
 void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj) {
 #if SLABKIT_HAVE_RSEQ
