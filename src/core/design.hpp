@@ -70,6 +70,18 @@
 //                        tag (gate_tag_for) when it makes them; one without it (SLOB) leaves the
 //                        tag 0. The malloc family's fast path compares the same gate before the
 //                        design's alloc_fast.
+//   can_shortcut(s), shortcut_of(s, slots, slot), pop_shortcut(entry),
+//   push_shortcut(s, entry, obj)
+//                        optional, one design at most (shortcut_v below): whether static cache
+//                        s (its gate open) may have shortcuts (slot/slot.hpp); the entry of a
+//                        thread that owns `slot` (nullptr: none yet); and alloc_fast's pop
+//                        (nullptr when empty) and free_gated's push on an entry alone. kmalloc
+//                        numbers the entry of each malloc class that may (cache::shortcut) and
+//                        sets a thread's entries when it takes a slot; the design's slow paths
+//                        set the entry when they make the slot's structure, or find it unset.
+//                        The malloc family then finds a class's structure with one
+//                        thread-local load, where alloc_fast and free_gated read the class's
+//                        descriptor, its gate and its per-slot array.
 #pragma once
 
 #include "core/cache.hpp"
@@ -134,6 +146,15 @@ struct design_stats {
 //                                      op;
 //   usable_size(s, p)                  ksize of p, an object start of a slab page of s.
 // Everything else about kmalloc (sizes of a page or more, kfree's dispatch) stays kmalloc's.
+template <class D>
+inline constexpr bool shortcut_v = requires(typename D::cache_type *s,
+                                            const typename D::slot_storage *slots, void *e) {
+    { D::can_shortcut(s) } -> std::same_as<bool>;
+    { D::shortcut_of(s, slots, 0u) } -> std::same_as<void *>;
+    { D::pop_shortcut(e) } -> std::same_as<void *>;
+    D::push_shortcut(s, e, e);
+};
+
 template <class D>
 inline constexpr bool own_kmalloc_v = requires {
     requires D::own_kmalloc;

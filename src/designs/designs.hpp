@@ -15,6 +15,7 @@
 #include "slub/slub.hpp"
 
 #include <cstddef>
+#include <type_traits>
 
 namespace slabkit::designs {
 
@@ -69,6 +70,29 @@ SLABKIT_ALWAYS_INLINE decltype(auto) visit_gated(cache *c, F &&f, G &&fallback) 
     }
     return fallback();
 }
+
+// The design with shortcuts (core/design.hpp, shortcut_v): its `ops`, or void when no design of
+// this build has them. At most one may: a shortcut entry holds an untyped pointer whose meaning
+// is that design's.
+namespace detail {
+template <class... Ds>
+struct pick_shortcut;
+template <>
+struct pick_shortcut<void> {
+    using type = void;
+};
+template <class D, class... Ds>
+struct pick_shortcut<D, Ds...> {
+    using type = std::conditional_t<shortcut_v<D>, D, typename pick_shortcut<Ds...>::type>;
+};
+} // namespace detail
+#define SLABKIT_DESIGN_OPS(name) name::ops,
+using shortcut_design = detail::pick_shortcut<SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_OPS) void>::type;
+#undef SLABKIT_DESIGN_OPS
+#define SLABKIT_DESIGN_SHORTCUTS(name) +(shortcut_v<name::ops> ? 1 : 0)
+static_assert(0 SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_SHORTCUTS) <= 1,
+              "two designs offer shortcuts (core/design.hpp): an entry could not say whose it is");
+#undef SLABKIT_DESIGN_SHORTCUTS
 
 // Sets up the process design's bootstrap caches (once; other designs set up theirs when their
 // first cache is made).

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 namespace slabkit::kmalloc {
 
@@ -96,6 +97,22 @@ size_t class_align(size_t size) {
     return 16;
 }
 
+// A thread that has just taken a slot of its own (slots::set_acquire_hook): its shortcuts to the
+// structures of the malloc classes that the slot's last owner left in it. Without them it would
+// pop and push on those through the class's per-slot array until a slow path of each class set
+// its entry, which a thread whose allocations and frees balance may never take.
+void set_shortcuts_of_slot(unsigned slot) {
+    using D = designs::shortcut_design;
+    if constexpr (!std::is_void_v<D>) {
+        auto &set = set_of<class_table::malloc, D>();
+        for (unsigned i = 0; i < kNrMallocClasses; ++i) {
+            if (!set.open[i].load(std::memory_order_acquire) || !set.caches[i].shortcut) continue;
+            if (void *e = D::shortcut_of(&set.caches[i], &set.slots[i], slot))
+                slots::set_shortcut(slot, set.caches[i].shortcut, e);
+        }
+    }
+}
+
 template <class_table T>
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
     // The malloc family allocates from the process's design only; its fast path relies on it
@@ -139,6 +156,15 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
             !ops.set_order(&set.caches[i], hot_class_order(set.caches[i].size), &why))
             report("%s keeps its order: %s", name, why ? why : "?");
+        // The malloc classes of the design with shortcuts number their entries 1.. (0: none).
+        using D = decltype(ops);
+        if constexpr (T == class_table::malloc && shortcut_v<D>) {
+            static_assert(kNrMallocClasses < kNrShortcuts);
+            if (D::can_shortcut(&set.caches[i])) {
+                set.caches[i].shortcut = static_cast<uint8_t>(i + 1);
+                slots::set_acquire_hook(set_shortcuts_of_slot);
+            }
+        }
         set.open[i].store(true, std::memory_order_release);
         return &set.caches[i];
     });

@@ -38,6 +38,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 namespace slabkit::kmalloc {
 
@@ -234,10 +235,22 @@ SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
 // the slot's object, or a tail call - to the CPU's slot for a thread on the CPUs' slots, to
 // fallback otherwise - so that the caller makes no call of its own and needs no stack frame
 // (a call back from the CPU's path to fallback made the caller keep `size` in a saved register).
+//
+// A thread that owns a slot finds its structure of a malloc class in its shortcut entry
+// (slot/slot.hpp, core/design.hpp), one thread-local load, where the rest reads the class's
+// gate and its per-slot array: the entry is only ever set for a plain class of the design
+// that has shortcuts, which is then the process's (open_class), so no design switch either.
 template <class_table T>
 SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallback)(size_t)) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         const unsigned i = index_of<T>(size);
+        if constexpr (T == class_table::malloc && !std::is_void_v<designs::shortcut_design>) {
+            if (void *e = slots::shortcut(size_t{i} + 1); SLABKIT_LIKELY(e != nullptr)) {
+                if (void *p = designs::shortcut_design::pop_shortcut(e); SLABKIT_LIKELY(p))
+                    return p;
+                return fallback(size);
+            }
+        }
         return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
             using D = decltype(ops);
             auto &set = detail::set_of<T, D>();
@@ -270,6 +283,14 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
     cache *owner;
     page *pg = slab_page_check<true>(nullptr, p, &owner);
     if (SLABKIT_UNLIKELY(!pg)) return detail::free_slow(p, caller);
+    // A malloc class's block, freed by a thread that owns a slot with a structure for it: the
+    // design's push on the thread's shortcut entry (alloc_fast_or). Every other cache's entry
+    // number is 0, whose entry is always null.
+    if constexpr (!std::is_void_v<designs::shortcut_design>) {
+        using D = designs::shortcut_design;
+        if (void *e = slots::shortcut(owner->shortcut); SLABKIT_LIKELY(e != nullptr))
+            return D::push_shortcut(static_cast<typename D::cache_type *>(owner), e, p);
+    }
     // The block's design is its slab's cache's: objects of several designs may meet here. A
     // plain cache (its gate open) goes straight to its design's push.
     return designs::visit_gated(

@@ -35,6 +35,7 @@ namespace detail {
 // The held slot of a thread that holds a shared or CPU slot, else kNoSlot (holds nest).
 constinit thread_local unsigned tls_held SLABKIT_TLS = kNoSlot;
 constinit thread_local unsigned tls_own_depth SLABKIT_TLS = 0;
+constinit thread_local void *tls_shortcuts[kNrShortcuts] SLABKIT_TLS = {};
 slot_entry g_slots[kMaxSlots];
 bool g_cpu_mode = false;
 unsigned g_cpu_slots = 0;
@@ -53,6 +54,7 @@ using detail::g_slots;
 constinit thread_local bool tls_counted SLABKIT_TLS = false;
 
 constexpr unsigned kReleaseHooks = 8;
+std::atomic<void (*)(unsigned)> g_acquire_hook{nullptr};
 
 platform::mutex g_lock; // visitors of idle slots, release-hook registration, fork
 std::atomic<unsigned> g_in_use{0};
@@ -168,6 +170,9 @@ void choose_mode() {
 // The calling thread's own slot becomes idle, with whatever it parks, for the next thread to
 // inherit or the trimmer to drain: at exit, or given back in a crowded process.
 void release_own(unsigned slot) {
+    // Before the slot is free: from here on another thread may take it, or a visitor free its
+    // structures.
+    memset(detail::tls_shortcuts, 0, sizeof detail::tls_shortcuts);
     unsigned n = g_release_hook_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) g_release_hooks[i](slot);
     g_slots[slot].idle_since_ms.store(platform::now_coarse_ms(), std::memory_order_relaxed);
@@ -413,6 +418,7 @@ unsigned acquire() {
     tls_slot = slot;
     tls_index = slot;
     platform::arm_thread_exit();
+    if (auto *hook = g_acquire_hook.load(std::memory_order_acquire)) hook(slot);
     return slot;
 }
 
@@ -569,6 +575,10 @@ bool add_release_hook(void (*hook)(unsigned)) {
     g_release_hooks[n] = hook;
     g_release_hook_count.store(n + 1, std::memory_order_release);
     return true;
+}
+
+void set_acquire_hook(void (*hook)(unsigned)) {
+    g_acquire_hook.store(hook, std::memory_order_release);
 }
 
 } // namespace slabkit::slots

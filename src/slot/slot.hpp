@@ -43,6 +43,7 @@ inline constexpr unsigned kThreadSlots = 1024; // slots threads may own, at most
 inline constexpr unsigned kSharedSlots = 64;   // slots the threads beyond those share
 inline constexpr unsigned kMaxSlots = kThreadSlots + kSharedSlots;
 inline constexpr unsigned kNoSlot = ~0u;
+inline constexpr unsigned kNrShortcuts = 65; // per thread (shortcut() below)
 
 namespace slots {
 
@@ -69,8 +70,10 @@ extern SLABKIT_HIDDEN constinit thread_local unsigned tls_held SLABKIT_TLS; // o
 extern SLABKIT_HIDDEN slot_entry g_slots[kMaxSlots];
 // Holds of the thread's own slot now open (holds nest): it gives its slot back only outside them.
 extern SLABKIT_HIDDEN constinit thread_local unsigned tls_own_depth SLABKIT_TLS;
-extern SLABKIT_HIDDEN bool g_cpu_mode;      // CPUs have slots (cpu or auto); set before first use
-extern SLABKIT_HIDDEN unsigned g_cpu_slots; // slots 0 .. g_cpu_slots-1 are the CPUs'
+extern SLABKIT_HIDDEN constinit thread_local void
+    *tls_shortcuts[kNrShortcuts] SLABKIT_TLS; // see shortcut()
+extern SLABKIT_HIDDEN bool g_cpu_mode;        // CPUs have slots (cpu or auto); set before first use
+extern SLABKIT_HIDDEN unsigned g_cpu_slots;   // slots 0 .. g_cpu_slots-1 are the CPUs'
 // Auto mode: live threads that allocated, and how many may own slots (UINT32_MAX otherwise).
 extern SLABKIT_HIDDEN std::atomic<unsigned> g_live_threads;
 extern SLABKIT_HIDDEN unsigned g_crowd_limit;
@@ -112,6 +115,37 @@ SLABKIT_ALWAYS_INLINE std::atomic<uint32_t> *lock_word(unsigned slot) {
 // no range check - an empty entry sends it to its slow path. One load.
 SLABKIT_ALWAYS_INLINE unsigned index() {
     return detail::tls_index;
+}
+
+// ---- shortcuts ----------------------------------------------------------------------------
+//
+// What a layer above remembers of the calling thread's own slot, for its fastest paths: entry k
+// (1 .. kNrShortcuts - 1) is a pointer that layer stored while the thread owned its slot -
+// kmalloc keeps SLQB's per-slot structure of each malloc class there, so that malloc and free
+// reach it with one thread-local load where they read the class's descriptor, its gate and its
+// per-slot array. Entry 0 is always null, for a lookup that has nothing to find.
+//
+// Every entry is null while the thread owns no slot: the thread clears them itself when it gives
+// its slot back (at exit, or in a crowded process), and set_shortcut stores only while the
+// thread works on its own slot. So an entry never points into a slot that another thread may
+// own or a visitor may drain and free (visitors take idle slots only).
+SLABKIT_ALWAYS_INLINE void *shortcut(size_t k) {
+    return detail::tls_shortcuts[k];
+}
+// Stores entry k (1 .. kNrShortcuts - 1) if `slot` is the calling thread's own slot and its fast
+// paths work on it now (not on a shared slot it holds, nor a CPU's).
+SLABKIT_ALWAYS_INLINE void set_shortcut(unsigned slot, unsigned k, void *p) {
+    if (slot < kMaxSlots && slot == detail::tls_slot && slot == detail::tls_index)
+        detail::tls_shortcuts[k] = p;
+}
+// Called by a thread that has just taken a slot of its own (inside its slow path), so that the
+// layer above can set the shortcuts to what the slot's last owner left in it. One at most; set
+// once.
+void set_acquire_hook(void (*hook)(unsigned slot));
+// The calling thread's own slot if its fast paths work on it now, else kNoSlot.
+SLABKIT_ALWAYS_INLINE unsigned own_index() {
+    const unsigned own = detail::tls_slot;
+    return own < kMaxSlots && detail::tls_index == own ? own : kNoSlot;
 }
 
 // The right to work on one slot's per-slot state, for a slow path: the calling thread's own slot

@@ -275,14 +275,33 @@ SLABKIT_NOINLINE void free_checked(slqb_cache *s, void *obj);
 // Each is a few loads and stores with no lock and no atomic read-modify-write, and leaves through
 // a tail call whenever anything is unusual, so it needs no stack frame.
 
+// A free object's next pointer, read or written where cache s keeps it; with kAtStart, where
+// the caller knows it is: the object's first word, in the clear (a shortcut's cache, see
+// shortcut_of), with no cache to read.
+template <bool kAtStart>
+SLABKIT_ALWAYS_INLINE void *next_free(const slqb_cache *s, void *obj) {
+    if constexpr (kAtStart)
+        return *static_cast<void **>(obj);
+    else
+        return get_freepointer(s, obj);
+}
+template <bool kAtStart>
+SLABKIT_ALWAYS_INLINE void set_next_free(const slqb_cache *s, void *obj, void *next) {
+    if constexpr (kAtStart)
+        *static_cast<void **>(obj) = next;
+    else
+        set_freepointer(s, obj, next);
+}
+
 // Pops one object from slot list c's split queue (a thread's own or a shared slot), or nullptr;
-// the caller may work on c (it owns or holds c's slot).
-SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
+// the caller may work on c (it owns or holds c's slot). kAtStart: see next_free (s unused).
+template <bool kAtStart = false>
+SLABKIT_ALWAYS_INLINE void *pop_from_queue(const slqb_cache *s, slqb_cpu *c) {
     slqb_list &l = c->list;
     void *obj = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
     if (SLABKIT_LIKELY(obj != nullptr)) {
         // The pop touches only this slot's list and the object itself.
-        l.freelist.word.store(reinterpret_cast<uint64_t>(get_freepointer(s, obj)),
+        l.freelist.word.store(reinterpret_cast<uint64_t>(next_free<kAtStart>(s, obj)),
                               std::memory_order_relaxed);
         one_writer_add(l.freelist.nr, ~uint32_t{0}); // minus one
         l.stats[ALLOC].add();
@@ -291,13 +310,14 @@ SLABKIT_ALWAYS_INLINE void *pop_from_queue(slqb_cache *s, slqb_cpu *c) {
 }
 
 // Pushes obj on slot list c's split queue (the caller may work on c), flushing a batch past
-// hiwater.
+// hiwater. kAtStart: see next_free.
+template <bool kAtStart = false>
 SLABKIT_ALWAYS_INLINE void push_to_queue(slqb_cache *s, slqb_cpu *c, void *obj) {
     slqb_list &l = c->list;
     void *head = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
     // Hardening: freeing the queue's first object again would make the list a cycle.
     if (kFreelistCheck && SLABKIT_UNLIKELY(obj == head)) return report_double_free(s, obj);
-    set_freepointer(s, obj, head);
+    set_next_free<kAtStart>(s, obj, head);
     l.freelist.word.store(reinterpret_cast<uint64_t>(obj), std::memory_order_relaxed);
     uint32_t n = l.freelist.nr.load(std::memory_order_relaxed) + 1;
     l.freelist.nr.store(n, std::memory_order_relaxed);
@@ -456,6 +476,24 @@ struct ops {
     // The gated free (core/design.hpp): free_to_slab without the node test.
     SLABKIT_ALWAYS_INLINE static void free_gated(slqb_cache *s, page *pg, void *obj) {
         slqb::free_to_slot<false>(s, pg, obj);
+    }
+    // Shortcuts (core/design.hpp): an entry is the slot's structure itself (alloc_slow stores
+    // it), for a cache whose free objects keep their next pointer in their first word in the
+    // clear (kmalloc's classes: no constructor, no debugging; builds that obfuscate free
+    // pointers have no shortcuts), so that the pop needs no cache at all. An own slot's queue is
+    // split, so the pop and the push are the own-slot ones.
+    static bool can_shortcut(slqb_cache *s) {
+        return !hardening::kFreelistHardened && s->offset == 0 &&
+               gate_word(s) == gate_open_word(kind);
+    }
+    static void *shortcut_of(slqb_cache *, const slot_storage *slots, unsigned slot) {
+        return (*slots)[slot].load(std::memory_order_acquire);
+    }
+    SLABKIT_ALWAYS_INLINE static void *pop_shortcut(void *entry) {
+        return slqb::pop_from_queue<true>(nullptr, static_cast<slqb_cpu *>(entry));
+    }
+    SLABKIT_ALWAYS_INLINE static void push_shortcut(slqb_cache *s, void *entry, void *obj) {
+        slqb::push_to_queue<true>(s, static_cast<slqb_cpu *>(entry), obj);
     }
 };
 

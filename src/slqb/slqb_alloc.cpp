@@ -20,7 +20,12 @@ static unsigned caller_node(slqb_cache *s);
 
 slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     slqb_cpu *c = s->cpu_slab[slot].load(std::memory_order_acquire);
-    if (SLABKIT_LIKELY(c)) return c;
+    if (SLABKIT_LIKELY(c)) {
+        // The shortcut of a thread that owns the slot (set_shortcut checks): it may have taken
+        // the slot since it last came here (kmalloc's acquire hook sets what the slot had then).
+        if (s->shortcut) slots::set_shortcut(slot, s->shortcut, c);
+        return c;
+    }
     // The bootstrap caches' structures are static (allocating them would recurse).
     void *mem = s->meta ? meta_cpu_storage(s, slot) : alloc_shared(&cpu_cache());
     if (!mem) return nullptr;
@@ -29,8 +34,12 @@ slqb_cpu *get_cpu(slqb_cache *s, unsigned slot) {
     c->list.freelist.packed = slots::is_cpu_slot(slot); // see slot_queue
     c->shrink_seen = s->shrink_gen.load(std::memory_order_relaxed);
     c->trim_seen = trimmer::epoch();
-    platform::lock_guard guard(s->slots_lock); // not while a fork takes the lists (fork_cache)
-    s->cpu_slab[slot].store(c, std::memory_order_release);
+    {
+        platform::lock_guard guard(s->slots_lock); // not while a fork takes the lists (fork_cache)
+        s->cpu_slab[slot].store(c, std::memory_order_release);
+    }
+    // Its next allocations and frees of this class find it with one load (core/design.hpp).
+    if (s->shortcut) slots::set_shortcut(slot, s->shortcut, c);
     return c;
 }
 

@@ -5,6 +5,8 @@
 #include "core/design_list.hpp"
 #include "core/trimmer.hpp"
 #include "designs/designs.hpp"
+#include "kmalloc/kmalloc.hpp"
+#include "override/malloc.hpp"
 #include "platform/platform.hpp"
 #include "platform/rseq.hpp"
 #include "slot/slot.hpp"
@@ -401,6 +403,14 @@ TEST(CpuSlots, AutoOwnersGiveTheirSlotsBackWhenThreadsOutnumberThem) {
     ASSERT_GE(own, l.cpu_slots);
     ASSERT_LT(own, kMaxSlots);
     const uint64_t given_back = slots::stats().given_back;
+    // A malloc class's shortcut entry (slot/slot.hpp), set while the slot is this thread's.
+    libc::free(libc::malloc(64));
+    const unsigned entry = kmalloc::cache_for(process_design(), kmalloc::malloc_class_of(64),
+                                              kmalloc::class_table::malloc)
+                               ->shortcut;
+    if (entry) {
+        EXPECT_NE(slots::shortcut(entry), nullptr);
+    }
 
     // Enough threads to crowd the process, each counted by its first hold, alive until released.
     const unsigned extra = l.own_slots - live + 1;
@@ -427,6 +437,12 @@ TEST(CpuSlots, AutoOwnersGiveTheirSlotsBackWhenThreadsOutnumberThem) {
     }
     EXPECT_EQ(slots::stats().given_back, given_back + 1);
     EXPECT_EQ(slots::index(), kMaxSlots); // fast paths use the CPU's slot now
+    // ... and no shortcut into the slot given back (another thread may own it now).
+    for (unsigned k = 0; k < kNrShortcuts; ++k) EXPECT_EQ(slots::shortcut(k), nullptr) << k;
+    libc::free(libc::malloc(64)); // the CPU's slot: no shortcut set
+    if (entry) {
+        EXPECT_EQ(slots::shortcut(entry), nullptr);
+    }
     EXPECT_FALSE(slots::owned(own) && slots::current_if_any() == own);
     release.count_down();
     for (std::thread &t : crowd) t.join();
