@@ -104,12 +104,16 @@ size_t class_align(size_t size) {
 void set_shortcuts_of_slot(unsigned slot) {
     using D = designs::shortcut_design;
     if constexpr (!std::is_void_v<D>) {
-        auto &set = set_of<class_table::malloc, D>();
-        for (unsigned i = 0; i < kNrMallocClasses; ++i) {
-            if (!set.open[i].load(std::memory_order_acquire) || !set.caches[i].shortcut) continue;
-            if (void *e = D::shortcut_of(&set.caches[i], &set.slots[i], slot))
-                slots::set_shortcut(slot, set.caches[i].shortcut, e);
-        }
+        auto set_all = [slot](auto &set, unsigned n) {
+            for (unsigned i = 0; i < n; ++i) {
+                if (!set.open[i].load(std::memory_order_acquire) || !set.caches[i].shortcut)
+                    continue;
+                if (void *e = D::shortcut_of(&set.caches[i], &set.slots[i], slot))
+                    slots::set_shortcut(slot, set.caches[i].shortcut, e);
+            }
+        };
+        set_all(set_of<class_table::malloc, D>(), kNrMallocClasses);
+        set_all(set_of<class_table::kernel, D>(), kNrClasses);
     }
 }
 
@@ -156,12 +160,11 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
             !ops.set_order(&set.caches[i], hot_class_order(set.caches[i].size), &why))
             report("%s keeps its order: %s", name, why ? why : "?");
-        // The malloc classes of the design with shortcuts number their entries 1.. (0: none).
+        // The classes of the design with shortcuts number their entries (0: none).
         using D = decltype(ops);
-        if constexpr (T == class_table::malloc && shortcut_v<D>) {
-            static_assert(kNrMallocClasses < kNrShortcuts);
+        if constexpr (shortcut_v<D>) {
             if (D::can_shortcut(&set.caches[i])) {
-                set.caches[i].shortcut = static_cast<uint8_t>(i + 1);
+                set.caches[i].shortcut = static_cast<uint8_t>(detail::shortcut_entry<T>(i));
                 slots::set_acquire_hook(set_shortcuts_of_slot);
             }
         }

@@ -43,7 +43,7 @@ inline constexpr unsigned kThreadSlots = 1024; // slots threads may own, at most
 inline constexpr unsigned kSharedSlots = 64;   // slots the threads beyond those share
 inline constexpr unsigned kMaxSlots = kThreadSlots + kSharedSlots;
 inline constexpr unsigned kNoSlot = ~0u;
-inline constexpr unsigned kNrShortcuts = 65; // per thread (shortcut() below)
+inline constexpr unsigned kNrShortcuts = 78; // per thread (shortcut() below)
 
 namespace slots {
 
@@ -121,9 +121,10 @@ SLABKIT_ALWAYS_INLINE unsigned index() {
 //
 // What a layer above remembers of the calling thread's own slot, for its fastest paths: entry k
 // (1 .. kNrShortcuts - 1) is a pointer that layer stored while the thread owned its slot -
-// kmalloc keeps SLQB's per-slot structure of each malloc class there, so that malloc and free
-// reach it with one thread-local load where they read the class's descriptor, its gate and its
-// per-slot array. Entry 0 is always null, for a lookup that has nothing to find.
+// kmalloc keeps SLQB's per-slot structure of each of its classes there (64 of the malloc table,
+// 13 of the kernel's), so that malloc and free reach it with one thread-local load where they
+// read the class's descriptor, its gate and its per-slot array. Entry 0 is always null, for a
+// lookup that has nothing to find.
 //
 // Every entry is null while the thread owns no slot: the thread clears them itself when it gives
 // its slot back (at exit, or in a crowded process), and set_shortcut stores only while the

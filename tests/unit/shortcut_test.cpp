@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -61,9 +62,8 @@ TEST(Shortcuts, AMallocClassHasAnEntryAndItIsTheOwnSlotsStructure) {
         EXPECT_EQ(v.cache->shortcut, kmalloc::malloc_class_of(200) + 1);
         ASSERT_NE(v.mine, nullptr);
         EXPECT_EQ(slots::shortcut(v.cache->shortcut), v.mine);
-        // Entry 0 is every other cache's: always empty. The kernel table's classes have none.
+        // Entry 0 is every other cache's: always empty.
         EXPECT_EQ(slots::shortcut(0), nullptr);
-        EXPECT_EQ(kmalloc::cache_for(design::slqb, kmalloc::class_of(200))->shortcut, 0);
         libc::free(p);
     }).join();
 }
@@ -100,6 +100,34 @@ TEST(Shortcuts, MallocAndFreeThroughTheEntryKeepTheQueueAndItsCounts) {
         libc::free(again);
         char buf[256];
         EXPECT_EQ(slqb::validate(v.cache, buf, sizeof buf), 0u) << buf;
+    }).join();
+}
+
+// The kernel table's classes (kmalloc, kfree) have entries after the malloc table's.
+TEST(Shortcuts, KmallocClassesHaveEntriesToo) {
+    if (const char *why = shortcuts_unavailable()) GTEST_SKIP() << why;
+    std::thread([] {
+        void *p = kmalloc::alloc(design::slqb, 200, false, kAnyNode);
+        ASSERT_NE(p, nullptr);
+        const unsigned i = kmalloc::class_of(200);
+        auto *c = static_cast<slqb::slqb_cache *>(kmalloc::cache_for(design::slqb, i));
+        EXPECT_EQ(c->shortcut, 1 + kmalloc::kNrMallocClasses + i);
+        slqb::slqb_cpu *mine = c->cpu_slab[slots::own_index()].load();
+        ASSERT_NE(mine, nullptr);
+        EXPECT_EQ(slots::shortcut(c->shortcut), mine);
+        // Through the entry both ways: LIFO, counted.
+        const uint32_t nr = mine->list.freelist.count();
+        kmalloc::free(p);
+        EXPECT_EQ(mine->list.freelist.count(), nr + 1);
+        EXPECT_EQ(kmalloc::alloc(design::slqb, 256, false, kAnyNode), p); // same class
+        EXPECT_EQ(mine->list.freelist.count(), nr);
+        // A zeroing allocation does not take the shortcut's pop, and is zeroed.
+        memset(p, 0xab, 256);
+        kmalloc::free(p);
+        auto *z = static_cast<unsigned char *>(kmalloc::alloc(design::slqb, 256, true, kAnyNode));
+        ASSERT_NE(z, nullptr);
+        for (int k = 0; k < 256; ++k) ASSERT_EQ(z[k], 0) << k;
+        kmalloc::free(z);
     }).join();
 }
 
