@@ -183,11 +183,16 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
         void *p;
         bool open = designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE {
             // The thread's shortcut to its structure of the class (alloc_fast_or); an empty one
-            // goes on below, to the design's alloc and its slow path.
+            // goes on below, to the design's alloc and its slow path. A zeroing allocation
+            // (calloc, kzalloc) zeroes here: the design's alloc sends every one to its slow path.
             if constexpr (shortcut_v<decltype(ops)>) {
-                if (void *e = zero ? nullptr : slots::shortcut(detail::shortcut_entry<T>(i));
+                if (void *e = slots::shortcut(detail::shortcut_entry<T>(i));
                     SLABKIT_LIKELY(e != nullptr)) {
-                    if ((p = ops.pop_shortcut(e)) != nullptr) return true;
+                    if ((p = ops.pop_shortcut(e)) != nullptr) {
+                        if (zero)
+                            memset(p, 0, detail::set_of<T, decltype(ops)>().caches[i].object_size);
+                        return true;
+                    }
                 }
             }
             // A design with its own kmalloc (SLOB) is served on the slow path.

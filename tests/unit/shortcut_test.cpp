@@ -121,13 +121,23 @@ TEST(Shortcuts, KmallocClassesHaveEntriesToo) {
         EXPECT_EQ(mine->list.freelist.count(), nr + 1);
         EXPECT_EQ(kmalloc::alloc(design::slqb, 256, false, kAnyNode), p); // same class
         EXPECT_EQ(mine->list.freelist.count(), nr);
-        // A zeroing allocation does not take the shortcut's pop, and is zeroed.
+        // A zeroing allocation takes the shortcut's pop too, and zeroes the whole object.
         memset(p, 0xab, 256);
         kmalloc::free(p);
-        auto *z = static_cast<unsigned char *>(kmalloc::alloc(design::slqb, 256, true, kAnyNode));
+        auto *z = static_cast<unsigned char *>(kmalloc::alloc(design::slqb, 200, true, kAnyNode));
+        EXPECT_EQ(z, p);
         ASSERT_NE(z, nullptr);
         for (int k = 0; k < 256; ++k) ASSERT_EQ(z[k], 0) << k;
+        EXPECT_EQ(mine->list.freelist.count(), nr);
         kmalloc::free(z);
+        // calloc the same way, on the malloc table.
+        void *m = libc::malloc(96);
+        memset(m, 0xcd, 96);
+        libc::free(m);
+        auto *cz = static_cast<unsigned char *>(libc::calloc(3, 32));
+        EXPECT_EQ(static_cast<void *>(cz), m);
+        for (int k = 0; k < 96; ++k) ASSERT_EQ(cz[k], 0) << k;
+        libc::free(cz);
     }).join();
 }
 
