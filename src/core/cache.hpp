@@ -161,8 +161,8 @@ struct cache {
     // as fast paths read the gate word of a class while another thread opens it.
     relaxed_byte inline_abi;
     // The thread-local shortcut entry (slot/slot.hpp) where a thread that owns a slot keeps its
-    // per-slot structure of this cache, or 0 (none: every cache but kmalloc's malloc classes of
-    // the design that has shortcuts). Set before the cache is published; in the hot line, in
+    // per-slot structure of this cache, or 0 (none: every cache but kmalloc's classes of the
+    // design that has shortcuts). Set before the cache is published; in the hot line, in
     // what `init`'s word leaves before the next pointer, for free's one extra load.
     uint8_t shortcut = 0;
 

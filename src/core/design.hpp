@@ -76,10 +76,10 @@
 //                        s (its gate open) may have shortcuts (slot/slot.hpp); the entry of a
 //                        thread that owns `slot` (nullptr: none yet); and alloc_fast's pop
 //                        (nullptr when empty) and free_gated's push on an entry alone. kmalloc
-//                        numbers the entry of each malloc class that may (cache::shortcut) and
+//                        numbers the entry of each of its classes that may (cache::shortcut) and
 //                        sets a thread's entries when it takes a slot; the design's slow paths
 //                        set the entry when they make the slot's structure, or find it unset.
-//                        The malloc family then finds a class's structure with one
+//                        kmalloc and the malloc family then find a class's structure with one
 //                        thread-local load, where alloc_fast and free_gated read the class's
 //                        descriptor, its gate and its per-slot array.
 #pragma once

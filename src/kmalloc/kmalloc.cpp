@@ -98,9 +98,9 @@ size_t class_align(size_t size) {
 }
 
 // A thread that has just taken a slot of its own (slots::set_acquire_hook): its shortcuts to the
-// structures of the malloc classes that the slot's last owner left in it. Without them it would
-// pop and push on those through the class's per-slot array until a slow path of each class set
-// its entry, which a thread whose allocations and frees balance may never take.
+// structures of the kmalloc classes (both tables) that the slot's last owner left in it. Without
+// them it would pop and push on those through the class's per-slot array until a slow path of each
+// class set its entry, which a thread whose allocations and frees balance may never take.
 void set_shortcuts_of_slot(unsigned slot) {
     using D = designs::shortcut_design;
     if constexpr (!std::is_void_v<D>) {

@@ -140,8 +140,8 @@ SLABKIT_ALWAYS_INLINE void set_shortcut(unsigned slot, unsigned k, void *p) {
         detail::tls_shortcuts[k] = p;
 }
 // Called by a thread that has just taken a slot of its own (inside its slow path), so that the
-// layer above can set the shortcuts to what the slot's last owner left in it. One at most; set
-// once.
+// layer above can set the shortcuts to what the slot's last owner left in it. One hook at most
+// (setting the same one again changes nothing).
 void set_acquire_hook(void (*hook)(unsigned slot));
 // The calling thread's own slot if its fast paths work on it now, else kNoSlot.
 SLABKIT_ALWAYS_INLINE unsigned own_index() {
