@@ -20,8 +20,6 @@
 
 using namespace slabkit;
 
-#define SLABKIT_HOT_ENTRY __attribute__((aligned(64)))
-
 namespace {
 
 SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
@@ -175,7 +173,7 @@ size_t slabkit_cache_object_size(const slabkit_cache *c) {
     return to_cache(c)->object_size;
 }
 
-void *slabkit_kmalloc(size_t size, unsigned gfp) {
+SLABKIT_HOT_ENTRY void *slabkit_kmalloc(size_t size, unsigned gfp) {
     return kmalloc::alloc(process_design(), size, gfp & SLABKIT_GFP_ZERO, kAnyNode);
 }
 
@@ -199,7 +197,7 @@ void *slabkit_krealloc(void *p, size_t size, unsigned gfp) {
     return kmalloc::realloc(process_design(), p, size, gfp & SLABKIT_GFP_ZERO);
 }
 
-void slabkit_kfree(void *p) {
+SLABKIT_HOT_ENTRY void slabkit_kfree(void *p) {
     kmalloc::free(p);
 }
 

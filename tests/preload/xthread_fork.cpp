@@ -468,7 +468,11 @@ int main() {
                 (unsigned long long)freed.sum);
     for (int k = 0; k < k_kinds; k++)
         std::printf("  %-15s %llu\n", kind_names[k], (unsigned long long)made.per_kind[k]);
-    std::printf("taken by main before fork: %zu\n", taken_count);
+    // How many main found on the queue depends on how fast the consumers were (glibc's run
+    // once took 0 where the preloaded one took 256): the output, which is compared with the
+    // system allocator's, says only that the count is in range.
+    std::printf("taken by main before fork: %s\n",
+                taken_count <= size_t(kTakenBeforeFork) ? "in range" : "too many");
     if (WIFEXITED(status))
         std::printf("fork child: exit status %d\n", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
