@@ -10,7 +10,9 @@ packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py
           libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
           # real programs run under the preloaded malloc (tests/preload, bench/kbuild.py)
-          sqlite3)
+          sqlite3
+          # callgrind counts the fast paths' instructions against their budget (tests/budget)
+          valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
