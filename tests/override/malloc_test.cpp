@@ -612,8 +612,15 @@ void check_and_free_run(const std::vector<std::pair<void *, size_t>> &blocks, si
     }
 }
 
+size_t hot_classes_made();
+
 TEST(MallocHotClasses, ARepeatedSizeGetsAPackedClassOfItsOwn) {
     if (std::string(slabkit_allocator()) == "slob") GTEST_SKIP() << "SLOB has no classes";
+    // Run after other tests in one process (the binary run by hand), their sizes may have used
+    // up the 32 hot classes already; ctest runs this test alone.
+    slabkit_cache_stats hot1040{};
+    if (hot_classes_expected() && hot_classes_made() >= 32 && !cache_named("malloc-1040", &hot1040))
+        GTEST_SKIP() << "earlier tests of this process made the 32 hot classes already";
     const size_t size = 1024 + 16; // the store benchmark's value: 1280-byte blocks without it
     // Kept blocks, so that the class keeps running empty: the first come from malloc-1280, until
     // the size has refilled it kHotStreak (64) times in a row (a refill is one object for SLQB,
@@ -737,6 +744,15 @@ TEST(MallocHotClasses, AtMost32AndEachThreadsSizeServed) {
     ASSERT_GE(sizes.size(), 40u);
     sizes.resize(40);
     const size_t before = hot_classes_made();
+    // Sizes whose class earlier tests of this process made (run by hand in one process; ctest
+    // runs this test alone): their first block is exact already.
+    size_t made_before = 0;
+    for (size_t size : sizes) {
+        void *p = M(malloc)(size);
+        ASSERT_NE(p, nullptr);
+        made_before += M(malloc_usable_size)(p) == ((size + 15) & ~size_t{15});
+        M(free)(p);
+    }
     std::vector<std::vector<size_t>> usable(4);
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < 4; ++t)
@@ -768,7 +784,8 @@ TEST(MallocHotClasses, AtMost32AndEachThreadsSizeServed) {
         EXPECT_EQ(hot, 0u);
         EXPECT_EQ(hot_classes_made(), 0u);
     } else {
-        EXPECT_EQ(hot, 32u - before) << "32 hot classes at most, every size asked first gets one";
+        EXPECT_EQ(hot, made_before + std::min<size_t>(32u - before, sizes.size() - made_before))
+            << "32 hot classes at most, every size asked first gets one";
         EXPECT_EQ(hot_classes_made(), 32u);
     }
 }
