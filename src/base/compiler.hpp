@@ -9,11 +9,12 @@
 // designs::visit with a lambda must not lose it to an out-of-line clone when it grows.
 #define SLABKIT_LAMBDA_INLINE __attribute__((always_inline))
 #define SLABKIT_COLD __attribute__((cold))
-// For the exported entry points of the hot pairs (malloc/free, kmalloc/kfree, the cache pair):
-// each starts on a cache line of its own, so that where the linker happens to put it does not
-// move its fast path's branches across line boundaries from one build to the next. Unaligned,
-// an unrelated change elsewhere in the library once made SLUB's kfree straddle two lines and its
-// kmalloc pair 1.04x-1.10x slower with the same instructions (README, issue 10's ninth round).
+// For the C API's exported entry points of the hot pairs (kmalloc/kfree, the cache pair): each
+// starts on a cache line of its own, so that where the linker happens to put it does not move its
+// fast path's branches across line boundaries from one build to the next. Unaligned, an unrelated
+// change elsewhere in the library once made SLUB's kfree straddle two lines and its kmalloc pair
+// 1.04x-1.10x slower with the same instructions. The malloc replacement's malloc and free are left
+// unaligned: there every alignment tried made one design slower (README, issue 10's ninth round).
 #define SLABKIT_HOT_ENTRY __attribute__((aligned(64)))
 // Thread-locals use the initial-exec model: no __tls_get_addr call (which may allocate) when
 // slabkit is preloaded, and one instruction to reach them.

@@ -612,7 +612,21 @@ void check_and_free_run(const std::vector<std::pair<void *, size_t>> &blocks, si
     }
 }
 
-size_t hot_classes_made();
+// Hot classes already made in this process (earlier tests of the same run): the live caches named
+// malloc-<n> whose size is not one of the fixed table's.
+size_t hot_classes_made() {
+    std::vector<slabkit_cache_stats> all(slabkit_cache_count() + 8);
+    const size_t n = std::min(slabkit_stats(all.data(), all.size()), all.size());
+    size_t hot = 0;
+    for (size_t i = 0; i < n; ++i) {
+        size_t size = 0;
+        if (std::sscanf(all[i].name, "malloc-%zu", &size) != 1) continue;
+        const bool fixed = size <= 128 || (size & (size - 1)) == 0 ||
+                           size % (size_t{1} << (63 - __builtin_clzll(size) - 2)) == 0;
+        hot += !fixed;
+    }
+    return hot;
+}
 
 TEST(MallocHotClasses, ARepeatedSizeGetsAPackedClassOfItsOwn) {
     if (std::string(slabkit_allocator()) == "slob") GTEST_SKIP() << "SLOB has no classes";
@@ -705,22 +719,6 @@ TEST(MallocHotClasses, MixedSizesAndWellFittedSizesMakeNone) {
     slabkit_cache_stats st{};
     EXPECT_FALSE(cache_named("malloc-1312", &st));
     EXPECT_FALSE(cache_named("malloc-1408", &st));
-}
-
-// Hot classes already made in this process (earlier tests of the same run): the live caches named
-// malloc-<n> whose size is not one of the fixed table's.
-size_t hot_classes_made() {
-    std::vector<slabkit_cache_stats> all(slabkit_cache_count() + 8);
-    const size_t n = std::min(slabkit_stats(all.data(), all.size()), all.size());
-    size_t hot = 0;
-    for (size_t i = 0; i < n; ++i) {
-        size_t size = 0;
-        if (std::sscanf(all[i].name, "malloc-%zu", &size) != 1) continue;
-        const bool fixed = size <= 128 || (size & (size - 1)) == 0 ||
-                           size % (size_t{1} << (63 - __builtin_clzll(size) - 2)) == 0;
-        hot += !fixed;
-    }
-    return hot;
 }
 
 TEST(MallocHotClasses, AtMost32AndEachThreadsSizeServed) {
