@@ -8,6 +8,12 @@
 //   BM_cache_pair_call/<size>  the same through the library's exported functions (what users got
 //                              before the inline paths, and what every design but SLQB gets)
 //   BM_malloc_pair/<size>      malloc + free of the process
+//   BM_floor_pair/<size>       the floor: a bare LIFO free list in thread-local memory, popped
+//                              and pushed inline with nothing else (no checks, no counters, no
+//                              slow path); what any allocator whose per-thread free list lives
+//                              in memory pays at least, on this machine
+//   BM_floor_counted/<size>    the same list with a count beside its head, as SLQB's queues and
+//                              tcmalloc's per-CPU arrays keep one
 #include "slabkit/slabkit.h"
 
 #include <benchmark/benchmark.h>
@@ -68,9 +74,63 @@ void BM_malloc_pair(benchmark::State &state) {
     }
 }
 
+// The floor's list. Its head (and count) are in memory between the pop and the push, as an
+// allocator's are: DoNotOptimize's memory clobber makes the compiler store and reload them, so
+// each pair is one load and one store of the head per side (and of the count), and the next
+// pair's pop waits on the previous push's store. Nothing an allocator adds can make it cheaper.
+struct floor_list {
+    void *head;
+    unsigned long count;
+};
+thread_local floor_list t_floor;
+
+void floor_seed(size_t size) {
+    // A few objects of the benchmark's size from the process's malloc, freed at the end.
+    for (int i = 0; i < 8; ++i) {
+        void *p = std::malloc(size < sizeof(void *) ? sizeof(void *) : size);
+        if (!p) std::abort();
+        *static_cast<void **>(p) = t_floor.head;
+        t_floor.head = p;
+        ++t_floor.count;
+    }
+}
+
+void floor_drain() {
+    while (void *p = t_floor.head) {
+        t_floor.head = *static_cast<void **>(p);
+        std::free(p);
+    }
+    t_floor.count = 0;
+}
+
+template <bool Counted>
+void floor_loop(benchmark::State &state) {
+    floor_seed(static_cast<size_t>(state.range(0)));
+    for (auto _ : state) {
+        void *p = t_floor.head;
+        t_floor.head = *static_cast<void **>(p);
+        if (Counted) --t_floor.count;
+        benchmark::DoNotOptimize(p);
+        *static_cast<void **>(p) = t_floor.head;
+        t_floor.head = p;
+        if (Counted) ++t_floor.count;
+        benchmark::ClobberMemory();
+    }
+    floor_drain();
+}
+
+void BM_floor_pair(benchmark::State &state) {
+    floor_loop<false>(state);
+}
+void BM_floor_counted(benchmark::State &state) {
+    floor_loop<true>(state);
+}
+
 BENCHMARK(BM_cache_pair)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
 BENCHMARK(BM_cache_pair_call)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
 BENCHMARK(BM_malloc_pair)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK(BM_floor_pair)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK(BM_floor_counted)->Arg(32)->Arg(64)->Arg(256)->Arg(1024);
 
 } // namespace
 

@@ -11,6 +11,9 @@ per slabkit design (SLABKIT_ALLOCATOR; no preload), in interleaved rounds. Each 
   cache pair (call)    the same through the library's exported functions (what every design
                        other than SLQB gets, and what users got before the inline paths)
   malloc pair          the process's malloc + free
+  floor                a bare LIFO free list in thread-local memory, popped and pushed inline
+                       with nothing else, with and without a count beside its head: the least
+                       any allocator whose per-thread list lives in memory pays per pair
 
 The cache figures come from the design runs; each peer's malloc pair from its own run. Prints a
 markdown table per statistic with the ratios to the fastest peer, and a PASS/MISS line for the
@@ -97,10 +100,13 @@ def main():
     head = ["size"]
     head += [f"{d} cache (inline)" for d in designs[:1]] + [f"{d} cache (call)" for d in designs]
     head += [f"{p} malloc" for p in peer_names] + ["fastest peer"]
-    head += [f"{designs[0]} inline / fastest", f"{designs[0]} call / fastest"]
+    head += ["floor", "floor, counted"]
+    head += [f"{designs[0]} inline / fastest", f"{designs[0]} call / fastest",
+             "floor / fastest", "floor, counted / fastest"]
     print("| " + " | ".join(head) + " |")
     print("| " + " | ".join(["---"] + ["---:"] * (len(head) - 2) + ["---:"]) + " |")
     verdicts = []
+    floor_ratios = []
     for size in SIZES:
         row = [f"{size} B"]
         first = designs[0]
@@ -115,13 +121,27 @@ def main():
         best = peer_times[fastest]
         row.append(fastest)
         call = fig[("design", first, "BM_cache_pair_call", size)]
+        # The floor is the same code in every process: its figure pools them all.
+        floors = {}
+        for bench in ("BM_floor_pair", "BM_floor_counted"):
+            pooled = [ns for (k, w, b, s_), v in samples.items() if b == bench and s_ == size
+                      for ns in v]
+            floors[bench] = pick(pooled)
+        row += [f"{floors['BM_floor_pair']:.2f}", f"{floors['BM_floor_counted']:.2f}"]
         row += [f"{inl / best:.2f}x", f"{call / best:.2f}x"]
+        row += [f"{floors['BM_floor_pair'] / best:.2f}x",
+                f"{floors['BM_floor_counted'] / best:.2f}x"]
         verdicts.append((size, inl / best, fastest))
+        floor_ratios.append(floors["BM_floor_pair"] / best)
         print("| " + " | ".join(row) + " |")
     ok = all(r <= TARGET for _, r, _ in verdicts)
     detail = "; ".join(f"{s} B {r:.2f}x ({p})" for s, r, p in verdicts)
     print(f"\nTarget: {designs[0]} cache pair as linked <= {TARGET}x the fastest peer's malloc "
           f"pair: {'PASS' if ok else 'MISS'} -- {detail}")
+    reach = all(r <= TARGET for r in floor_ratios)
+    print(f"The floor (a bare list, no checks, no counters) is {min(floor_ratios):.2f}x to "
+          f"{max(floor_ratios):.2f}x the fastest peer's pair: the target is "
+          f"{'within' if reach else 'below'} what a free list in memory costs on this machine.")
     print(f"Command: `/usr/bin/python3 bench/linked_ratios.py --rounds {args.rounds} "
           f"--min-time {args.min_time} --stat {args.stat}`; load average "
           f"{os.getloadavg()[0]:.2f} after.")

@@ -5,6 +5,8 @@ packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           googletest libgtest-dev libgmock-dev libbenchmark-dev python3
           # options and formatting of the benchmark tools (bench/design_counters.cpp)
           libcli11-dev libfmt-dev
+          # JSON of the slabinfo tool (tools/slabinfo) and of the statistics tests
+          nlohmann-json3-dev
           # pkg-config, for the installed-package test (tests/package)
           pkgconf
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py

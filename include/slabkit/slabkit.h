@@ -197,6 +197,13 @@ struct slabkit_cache_stats {
      * arrays (SLAB's only). */
     uint64_t active_slabs;
     uint64_t shared_avail;
+    /* The same events in one shape for every design (slabinfo -A, -D): every allocation and
+     * free of the cache, and those that took the design's slow path (SLQB: ALLOC,
+     * ALLOC_SLAB_FILL + ALLOC_SLAB_NEW, FREE, FREE_REMOTE + FLUSH_FREE_LIST; SLUB: fast + slow
+     * paths, slow paths; SLAB: hits + misses, misses; SLOB: every one is slow). */
+    uint64_t allocs, alloc_slow, frees, free_slow;
+    /* The cache's debug flags as SLABKIT_DEBUG's letters (F Z P U T), "" without debugging. */
+    char flags[8];
 };
 
 /* Number of live caches. */
@@ -223,6 +230,69 @@ struct slabkit_page_stats {
     uint64_t errors;         /* bad frees reported */
 };
 SLABKIT_API void slabkit_get_page_stats(struct slabkit_page_stats *out);
+
+/* The page allocator per NUMA node, as /proc/buddyinfo and a little more. */
+struct slabkit_node_stats {
+    unsigned node;
+    uint64_t free_blocks[11]; /* free blocks of order 0..10 in the buddy lists */
+    uint64_t free_pages;      /* in the buddy lists */
+    uint64_t free_resident;   /* of those, pages that may still be resident */
+    uint64_t in_use;          /* handed out */
+    uint64_t in_pcp;          /* on per-slot page lists */
+    uint64_t usable_pages;    /* in the node's chunks, page descriptors excluded */
+    uint64_t chunks;          /* 1 GiB chunks of address space */
+    uint64_t returned;        /* pages given back to the OS since start */
+    uint64_t decommits;       /* calls that gave them back */
+};
+/* Fills out[0..max) with the nodes' figures; returns the number of nodes (which may exceed max). */
+SLABKIT_API size_t slabkit_get_node_stats(struct slabkit_node_stats *out, size_t max);
+
+/* The whole heap: every cache's objects and slabs, the page allocator's other blocks and free
+ * pages, the blocks mapped from the OS. What mallinfo2, malloc_info and malloc_stats report. */
+struct slabkit_heap_stats {
+    uint64_t caches;
+    uint64_t slab_pages;          /* pages held by slabs */
+    uint64_t objects_in_use;      /* handed out and not freed */
+    uint64_t object_bytes;        /* their bytes (slot sizes) */
+    uint64_t free_objects;        /* free in slabs, per-slot queues and shared lists */
+    uint64_t free_object_bytes;   /* their bytes */
+    uint64_t block_pages;         /* page allocator blocks handed out other than slabs */
+    uint64_t free_pages;          /* free in the page allocator (buddy and per-slot lists) */
+    uint64_t free_resident_pages; /* of those, the ones that may still be resident */
+    uint64_t returned_pages;      /* given back to the OS since start */
+    uint64_t reserved_bytes;      /* address space the page allocator reserved */
+    uint64_t large_blocks;        /* blocks mapped from the OS directly, in use */
+    uint64_t large_bytes;
+    uint64_t kept_blocks; /* freed large blocks kept for reuse */
+    uint64_t kept_bytes;
+    uint64_t errors; /* bad frees reported */
+};
+SLABKIT_API void slabkit_get_heap_stats(struct slabkit_heap_stats *out);
+
+/* glibc's malloc_info XML (version 1) of the heap into buf, from the figures of
+ * slabkit_get_heap_stats: one heap whose <sizes> list every cache with free objects (slot size,
+ * bytes and count of its free objects). Returns the full length, like snprintf. What
+ * libslabkit-malloc.so's malloc_info writes to its FILE. */
+SLABKIT_API size_t slabkit_malloc_info(char *buf, size_t size);
+
+/* Every statistic above as one JSON text (docs/slabinfo.md has the schema: every cache with
+ * its design's counters and tunables, the heap, the page allocator per node, the slots) into
+ * buf; returns the full length, like snprintf (truncated if longer than size - 1; size 0 only
+ * measures). Never allocates. */
+SLABKIT_API size_t slabkit_stats_json(char *buf, size_t size);
+
+/* Live statistics (docs/slabinfo.md): the process publishes its statistics in a shared-memory
+ * segment, /dev/shm/slabkit.<pid>, where `slabinfo -p <pid>` reads them while it runs. A helper
+ * thread publishes every period_ms (10..60000; 0: 1000) and serves the tool's requests
+ * (validate, shrink, report). SLABKIT_STATS=live (or live:MS) starts it at the first call.
+ * Returns 0 (also when already publishing: the period is then changed), or -1 with a sentence
+ * in *why (which may be NULL). The fast paths do no more work while it runs. */
+SLABKIT_API int slabkit_stats_live_start(unsigned period_ms, const char **why);
+/* Stops publishing and removes the segment (nothing if not publishing). */
+SLABKIT_API void slabkit_stats_live_stop(void);
+/* Publishes a snapshot now, from the calling thread: returns the segment's publication count
+ * after it, or 0 when not publishing. */
+SLABKIT_API uint64_t slabkit_stats_publish(void);
 
 /* Who gets the per-slot structures (per-CPU queues, arrays, freelists and page lists): threads,
  * CPUs, or both. Modes: "thread" (every thread owns a slot; beyond 1024 threads, threads share

@@ -40,6 +40,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
 #define SLABKIT_HPP_EXCEPTIONS 1
@@ -315,6 +316,105 @@ inline memory_resource *kmalloc_resource() noexcept {
     alignas(memory_resource) static unsigned char storage[sizeof(memory_resource)];
     static memory_resource *const instance = ::new (static_cast<void *>(storage)) memory_resource();
     return instance;
+}
+
+// ---- statistics as a value ------------------------------------------------------------------
+
+// One cache's statistics (slabkit_cache_stats) as a value: names as strings, the design's
+// counters and tunables as (name, value) lists in the design's order.
+struct cache_statistics {
+    std::string name, design, flags;
+    std::size_t object_size = 0, slot_size = 0, align = 0;
+    unsigned order = 0, objects_per_slab = 0;
+    std::uint64_t slabs = 0, active_slabs = 0, objects = 0, active_objects = 0;
+    std::uint64_t queued_objects = 0, shared_avail = 0;
+    std::uint64_t slabinfo_tunables[3] = {};
+    std::vector<std::pair<std::string, std::uint64_t>> tunables, counters;
+    std::uint64_t allocs = 0, alloc_slow = 0, frees = 0, free_slow = 0;
+
+    static cache_statistics from(const slabkit_cache_stats &st) {
+        cache_statistics c;
+        c.name = st.name;
+        c.design = st.design;
+        c.flags = st.flags;
+        c.object_size = st.object_size;
+        c.slot_size = st.slot_size;
+        c.align = st.align;
+        c.order = st.order;
+        c.objects_per_slab = st.objects_per_slab;
+        c.slabs = st.slabs;
+        c.active_slabs = st.active_slabs;
+        c.objects = st.objects;
+        c.active_objects = st.active_objects;
+        c.queued_objects = st.queued_objects;
+        c.shared_avail = st.shared_avail;
+        for (int i = 0; i < 3; ++i) c.slabinfo_tunables[i] = st.slabinfo_tunables[i];
+        for (unsigned i = 0; i < st.nr_tunables; ++i)
+            c.tunables.emplace_back(st.tunable_names[i], st.tunables[i]);
+        for (unsigned i = 0; i < st.nr_counters; ++i)
+            c.counters.emplace_back(st.counter_names[i], st.counters[i]);
+        c.allocs = st.allocs;
+        c.alloc_slow = st.alloc_slow;
+        c.frees = st.frees;
+        c.free_slow = st.free_slow;
+        return c;
+    }
+    // The design's counter of that name; std::out_of_range names it when the design has none.
+    std::uint64_t counter(const std::string &which) const {
+        for (const auto &c : counters)
+            if (c.first == which) return c.second;
+        throw std::out_of_range("slabkit: cache " + name + " (" + design + ") has no counter " +
+                                which);
+    }
+};
+
+// Every statistic of the process at one moment (the C API's structures, as values).
+struct statistics {
+    std::vector<cache_statistics> caches; // in creation order
+    slabkit_heap_stats heap{};
+    std::vector<slabkit_node_stats> nodes; // the page allocator per NUMA node
+    slabkit_slot_stats slots{};
+
+    // The cache of that name, or nullptr.
+    const cache_statistics *find(const std::string &name) const {
+        for (const auto &c : caches)
+            if (c.name == name) return &c;
+        return nullptr;
+    }
+};
+
+// Takes the snapshot (caches that come and go meanwhile are taken or not, never half).
+inline statistics snapshot() {
+    statistics s;
+    std::vector<slabkit_cache_stats> raw;
+    for (;;) {
+        raw.resize(slabkit_cache_count() + 8);
+        const std::size_t n = slabkit_stats(raw.data(), raw.size());
+        if (n <= raw.size()) {
+            raw.resize(n);
+            break;
+        }
+    }
+    s.caches.reserve(raw.size());
+    for (const auto &st : raw) s.caches.push_back(cache_statistics::from(st));
+    slabkit_get_heap_stats(&s.heap);
+    s.nodes.resize(slabkit_get_node_stats(nullptr, 0));
+    s.nodes.resize(slabkit_get_node_stats(s.nodes.data(), s.nodes.size()));
+    slabkit_get_slot_stats(&s.slots);
+    return s;
+}
+
+// The same statistics as one JSON text (slabkit_stats_json; docs/slabinfo.md has the schema).
+inline std::string stats_json() {
+    std::string text(64 * 1024, '\0');
+    for (;;) {
+        const std::size_t n = slabkit_stats_json(text.data(), text.size());
+        if (n < text.size()) {
+            text.resize(n);
+            return text;
+        }
+        text.resize(n + 4096);
+    }
 }
 
 } // namespace slabkit

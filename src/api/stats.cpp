@@ -58,6 +58,26 @@ void api::fill_stats(const cache *c, slabkit_cache_stats *out) {
     out->slabinfo_tunables[2] = st.slabinfo_tunables[2];
     out->active_slabs = st.slabs > st.free_slabs ? st.slabs - st.free_slabs : 0;
     out->shared_avail = st.shared_avail;
+    out->allocs = st.allocs;
+    out->alloc_slow = st.alloc_slow;
+    out->frees = st.frees;
+    out->free_slow = st.free_slow;
+    debug_letters(c->flags, out->flags, sizeof out->flags);
+}
+
+void api::debug_letters(unsigned flags, char *buf, size_t size) {
+    static constexpr struct {
+        unsigned flag;
+        char letter;
+    } kLetters[] = {{kConsistencyChecks, 'F'},
+                    {kRedZone, 'Z'},
+                    {kPoison, 'P'},
+                    {kStoreUser, 'U'},
+                    {kTrace, 'T'}};
+    size_t n = 0;
+    for (const auto &l : kLetters)
+        if ((flags & l.flag) && n + 1 < size) buf[n++] = l.letter;
+    if (size) buf[n] = '\0';
 }
 
 namespace {
@@ -101,16 +121,28 @@ double mib(uint64_t bytes) {
 // SLABKIT_STATS: "exit" prints the report to stderr when the process exits normally.
 bool g_stats_at_exit = false;
 
+// A comma-separated list: "exit" here, "live" or "live:MS" in live.cpp.
 __attribute__((constructor)) void read_stats_setting() {
     const char *v = platform::env("SLABKIT_STATS");
     if (!v || !*v || strcmp(v, "0") == 0) return;
-    if (strcmp(v, "exit") == 0) {
-        g_stats_at_exit = true;
+    bool exit_seen = false, bad = false;
+    for (const char *p = v; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? static_cast<size_t>(end - p) : strlen(p);
+        if (n == 4 && strncmp(p, "exit", 4) == 0)
+            exit_seen = true;
+        else if (!(n >= 4 && strncmp(p, "live", 4) == 0 && (n == 4 || p[4] == ':')))
+            bad = true;
+        p += n + (end ? 1 : 0);
+    }
+    if (bad) {
+        platform::print_error("slabkit: SLABKIT_STATS=%s is not understood (accepted: a "
+                              "comma-separated list of exit and live or live:MS); no statistics "
+                              "will be printed\n",
+                              v);
         return;
     }
-    platform::print_error("slabkit: SLABKIT_STATS=%s is not understood (accepted: exit); no "
-                          "statistics will be printed\n",
-                          v);
+    g_stats_at_exit = exit_seen;
 }
 
 // SLABKIT_VALIDATE=exit: every cache checked at exit (slabkit_validate). SLABKIT_LEAKS=exit:
@@ -266,7 +298,68 @@ void api::print_stats(int fd) {
              static_cast<unsigned long long>(sl.cpu_drains));
 }
 
+size_t api::malloc_info_xml(char *buf, size_t size) {
+    // The rows first, under the registry lock, then the text: nothing is printed under a lock.
+    struct row {
+        uint64_t slot_size, count;
+    };
+    static constexpr unsigned kMaxRows = 512;
+    struct walk {
+        row rows[kMaxRows];
+        unsigned n;
+    };
+    static walk w; // under g_info_lock
+    static platform::mutex g_info_lock;
+    platform::lock_guard guard(g_info_lock);
+    w.n = 0;
+    designs::bootstrap_process_design();
+    registry::for_each(
+        [](cache *c, void *arg) {
+            auto *wk = static_cast<walk *>(arg);
+            slabkit_cache_stats st;
+            fill_stats(c, &st);
+            const uint64_t free_objects = st.objects - st.active_objects + st.queued_objects;
+            if (!free_objects || wk->n == kMaxRows) return;
+            wk->rows[wk->n++] = {st.slot_size, free_objects};
+        },
+        &w);
+    heap_totals t;
+    gather_heap_totals(&t);
+    const uint64_t page = kPageSize;
+    const uint64_t arena =
+        (t.slab_pages + t.block_pages + t.free_resident_pages) * page + t.kept_bytes;
+    auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+    text_out out{buf, size};
+    if (buf && size) buf[0] = '\0';
+    out.printf("<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+    for (unsigned i = 0; i < w.n; ++i)
+        out.printf("  <size from=\"%llu\" to=\"%llu\" total=\"%llu\" count=\"%llu\"/>\n",
+                   u(w.rows[i].slot_size), u(w.rows[i].slot_size),
+                   u(w.rows[i].slot_size * w.rows[i].count), u(w.rows[i].count));
+    out.printf("</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+               "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+               "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
+               "</heap>\n",
+               u(t.free_objects), u(t.free_object_bytes), u(arena), u(arena), u(t.reserved_bytes),
+               u(arena));
+    out.printf("<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+               "<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n"
+               "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+               "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n"
+               "</malloc>\n",
+               u(t.free_objects), u(t.free_object_bytes), u(t.large_blocks), u(t.large_bytes),
+               u(arena + t.large_bytes), u(arena + t.large_bytes),
+               u(t.reserved_bytes + t.large_bytes), u(arena + t.large_bytes));
+    return out.len;
+}
+
 extern "C" {
+
+size_t slabkit_malloc_info(char *buf, size_t size) {
+    return api::malloc_info_xml(buf, size);
+}
 
 size_t slabkit_stats(struct slabkit_cache_stats *out, size_t max) {
     designs::bootstrap_process_design();
@@ -308,6 +401,38 @@ void slabkit_get_page_stats(struct slabkit_page_stats *out) {
     out->reserved_bytes = st.reserved_bytes;
     out->large_os_bytes = large::mapped_bytes();
     out->errors = st.errors + slab_errors();
+}
+
+size_t slabkit_get_node_stats(struct slabkit_node_stats *out, size_t max) {
+    page_stats st;
+    page_allocator::global().snapshot(&st);
+    static_assert(sizeof out->free_blocks / sizeof out->free_blocks[0] == kNrOrders);
+    for (unsigned n = 0; n < st.nodes && n < max; ++n) {
+        const page_stats::node_stats &ns = st.node[n];
+        slabkit_node_stats &o = out[n];
+        o.node = n;
+        for (unsigned k = 0; k < kNrOrders; ++k) o.free_blocks[k] = ns.free_blocks[k];
+        o.free_pages = ns.free_pages;
+        o.free_resident = ns.free_resident;
+        o.in_use = ns.in_use;
+        o.in_pcp = ns.in_pcp;
+        o.usable_pages = ns.usable_pages;
+        o.chunks = ns.chunks;
+        o.returned = ns.returned;
+        o.decommits = ns.decommits;
+    }
+    return st.nodes;
+}
+
+void slabkit_get_heap_stats(struct slabkit_heap_stats *out) {
+    api::heap_totals t;
+    api::gather_heap_totals(&t);
+    *out = slabkit_heap_stats{t.caches,         t.slab_pages,     t.objects_in_use,
+                              t.object_bytes,   t.free_objects,   t.free_object_bytes,
+                              t.block_pages,    t.free_pages,     t.free_resident_pages,
+                              t.returned_pages, t.reserved_bytes, t.large_blocks,
+                              t.large_bytes,    t.kept_blocks,    t.kept_bytes,
+                              t.errors};
 }
 
 void slabkit_get_slot_stats(struct slabkit_slot_stats *out) {

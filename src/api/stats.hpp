@@ -11,6 +11,8 @@ namespace slabkit::api {
 
 // One cache's figures (slabkit_get_cache_stats). The caller holds the registry lock.
 void fill_stats(const cache *c, slabkit_cache_stats *out);
+// A cache's debug flags as SLABKIT_DEBUG's letters ("FZPU..."; "" for none) into buf.
+void debug_letters(unsigned flags, char *buf, size_t size);
 
 // Sums over every live cache (internal ones included) and the page allocator.
 struct heap_totals {
@@ -35,5 +37,10 @@ void gather_heap_totals(heap_totals *out);
 
 // Writes the statistics report (slabinfo table, then the page allocator and heap totals) to fd.
 void print_stats(int fd);
+
+// glibc's malloc_info XML (version 1) from the same figures as mallinfo2 (docs/override.md):
+// one heap, whose <sizes> are the caches with free objects (their slot size, the count and
+// bytes of free objects), then the totals. Returns the full length, like snprintf.
+size_t malloc_info_xml(char *buf, size_t size);
 
 } // namespace slabkit::api

@@ -130,6 +130,9 @@ struct design_stats {
     // less these) and objects in shared arrays.
     uint64_t free_slabs = 0;
     uint64_t shared_avail = 0;
+    // The same events in one shape for every design (slabinfo's -A and -D): every allocation
+    // and free of the cache, and those of them that took the design's slow path.
+    uint64_t allocs = 0, alloc_slow = 0, frees = 0, free_slow = 0;
 };
 
 // Optional: a design that serves kmalloc itself, not through kmalloc's class caches (SLOB: a

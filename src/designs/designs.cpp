@@ -80,6 +80,26 @@ void trim_cache(cache *c, void *) {
     visit(c, [](auto ops, auto *s) { ops.trim(s); });
 }
 
+struct matching_visit {
+    bool (*match)(const cache *, void *);
+    void *arg;
+    unsigned slot;
+};
+
+void flush_idle_slot_matching(unsigned slot, void *arg) {
+    auto *m = static_cast<matching_visit *>(arg);
+    m->slot = slot;
+    registry::for_each(
+        [](cache *c, void *a) {
+            auto *mv = static_cast<matching_visit *>(a);
+            if (!mv->match(c, mv->arg)) return;
+            visit(c, [&](auto ops, auto *s) {
+                if (!s->dead) ops.flush_slot(s, mv->slot, false);
+            });
+        },
+        m);
+}
+
 // The trimmer (core/trimmer.hpp): slots idle since before_ms give back everything and their
 // empty structures are freed; every cache trims its shared lists.
 void trim_idle(uint64_t before_ms, bool force) {
@@ -109,6 +129,26 @@ size_t shrink(cache *c) {
         }
         return ops.reclaim(s) << s->order;
     });
+}
+
+void shrink_matching(bool (*match)(const cache *c, void *arg), void *arg) {
+    bootstrap_process_design();
+    matching_visit m{match, arg, 0};
+    {
+        // Idle slots first, as shrink() (the slot registry ranks before the design's locks).
+        deferred_release defer;
+        slots::for_each_idle(flush_idle_slot_matching, &m);
+    }
+    registry::for_each(
+        [](cache *c, void *a) {
+            auto *mv = static_cast<matching_visit *>(a);
+            if (!mv->match(c, mv->arg)) return;
+            if (c->debug) debug::drain_quarantine(c);
+            visit(c, [](auto ops, auto *s) {
+                if (!s->dead) (void)ops.reclaim(s);
+            });
+        },
+        &m);
 }
 
 void trim_all() {

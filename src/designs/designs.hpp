@@ -110,6 +110,10 @@ unsigned validate(cache *c, char *buf, size_t size);
 // design's shared lists (reclaim); other live slots give theirs back at their next slow path.
 // Returns the pages the cache's slabs still hold.
 size_t shrink(cache *c);
+// shrink() for every live cache that match(c, arg) accepts, found under the cache registry lock
+// (so that none is destroyed meanwhile), from a thread that need not own a slot: what the live
+// statistics' shrink request runs (api/live.cpp).
+void shrink_matching(bool (*match)(const cache *c, void *arg), void *arg);
 // The figures of one cache.
 void statistics(cache *c, design_stats *out);
 // slabkit_trim's slab part: every cache of every design gives back what the caller's and the

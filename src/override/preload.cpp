@@ -11,6 +11,10 @@
 #include "page/page.hpp"
 #include "platform/platform.hpp"
 
+#include "platform/lock.hpp"
+
+#include <cerrno>
+#include <cstdio>
 #include <malloc.h>
 
 #define SLABKIT_EXPORT extern "C" __attribute__((visibility("default")))
@@ -118,6 +122,23 @@ SLABKIT_EXPORT int mallopt(int param, int) {
     default:
         return 0;
     }
+}
+
+// glibc's XML statistics (api::malloc_info_xml: the same figures as mallinfo2). options must be
+// 0 (EINVAL otherwise, as glibc).
+SLABKIT_EXPORT int malloc_info(int options, FILE *fp) {
+    if (options != 0 || !fp) {
+        errno = EINVAL;
+        return -1;
+    }
+    static char text[128 * 1024];
+    static platform::mutex lock;
+    platform::lock_guard guard(lock);
+    size_t n = api::malloc_info_xml(text, sizeof text);
+    if (n >= sizeof text) n = sizeof text - 1;
+    // fwrite may allocate the stream's buffer: through slabkit's malloc, with no slabkit lock
+    // held but this one, which malloc never takes.
+    return fwrite(text, 1, n, fp) == n ? 0 : -1;
 }
 
 // The statistics report (slabinfo table and heap totals) on stderr, like glibc's per-arena one.

@@ -17,6 +17,7 @@
 //    pthread_atfork registration serve all of slabkit.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -203,6 +204,7 @@ enum fork_rank : unsigned {
     kForkRankPages = 20,      // the page allocators
     kForkRankLarge = 30,      // kmalloc's large-block table (a leaf)
     kForkRankQuarantine = 35, // the debug layer's specification and quarantine (leaves)
+    kForkRankLive = 40,       // the live statistics (a child drops its parent's segment)
 };
 inline constexpr unsigned kMaxForkHooks = 16;
 struct fork_hooks {
@@ -212,5 +214,60 @@ struct fork_hooks {
     void (*child)();
 };
 bool add_fork_hooks(const fork_hooks &hooks);
+
+// ---------------------------------------------------------------------------------------------
+// Helper threads, processes and shared memory (the live statistics, api/live.cpp)
+// ---------------------------------------------------------------------------------------------
+
+// A thread of slabkit's own that runs fn(arg) with every signal blocked (the program's handlers
+// never run on it). Its stack and descriptor come from pthread_create (glibc maps the stack;
+// its thread-local blocks may come from malloc, which is then the process's). Returns false,
+// with *status set, when it cannot be made.
+struct thread_handle {
+    unsigned long id = 0;
+};
+bool start_thread(void (*fn)(void *), void *arg, thread_handle *out, os_status *status);
+// Waits for a thread started above to return.
+void join_thread(thread_handle t);
+
+// A futex on a word other processes may map too (no FUTEX_PRIVATE_FLAG): waits while *word ==
+// expected, at most timeout_ns; wakes every waiter.
+void futex_wait_shared(std::atomic<uint32_t> *word, uint32_t expected, uint64_t timeout_ns);
+void futex_wake_shared(std::atomic<uint32_t> *word);
+
+// Sleeps the calling thread for ms milliseconds.
+void sleep_ms(unsigned ms);
+// CLOCK_REALTIME in nanoseconds (wall time, for a reader in another process).
+uint64_t realtime_ns();
+
+// The process's id, its start time (field 22 of /proc/self/stat, in clock ticks since boot:
+// with the pid, it names this process and no later one that reuses the pid) and its program
+// name (/proc/self/comm; "?" when unreadable) into buf.
+int process_id();
+uint64_t process_start_ticks();
+void program_name(char *buf, size_t size);
+
+// A POSIX shared-memory object of `size` bytes (sparse), created afresh (an object of the same
+// name left by a process that died is replaced), mode 0600, mapped shared and writable.
+// nullptr with *status set on failure.
+void *shared_memory_create(const char *name, size_t size, os_status *status);
+// Unmaps what shared_memory_create mapped; `remove` also unlinks its name.
+void shared_memory_close(const char *name, void *addr, size_t size, bool remove);
+
+// A copy of the process (a clone without CLONE_VM, which runs no pthread_atfork handler of the
+// program's), made with slabkit's own fork hooks around it as for fork(): their prepare hooks
+// take slabkit's locks first, so the copy sees every list whole. The copy runs the hooks' child
+// side, sends its standard error to /dev/null, calls fn(arg, out, out_size) and writes the
+// first *bytes it leaves in out back to the caller through a pipe, then exits. The caller waits
+// at most timeout_ms. Returns the copy's text length, or -1 with *status set (also when the
+// copy died, by a signal or timed out: status->call names what happened).
+long run_in_copy(size_t (*fn)(void *arg, char *out, size_t out_size), void *arg, char *out,
+                 size_t out_size, unsigned timeout_ms, os_status *status);
+
+// An anonymous in-memory file (memfd) to write a text to; -1 on failure. read_back reads up to
+// size bytes of it from the start; close_fd closes it.
+int temp_fd();
+size_t read_back(int fd, char *buf, size_t size);
+void close_fd(int fd);
 
 } // namespace slabkit::platform

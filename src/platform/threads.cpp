@@ -5,14 +5,19 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace slabkit::platform {
@@ -49,6 +54,71 @@ void futex_lock_slow(std::atomic<uint32_t> *word) {
 
 void futex_wake_one(std::atomic<uint32_t> *word) {
     futex(word, FUTEX_WAKE, 1);
+}
+
+void futex_wait_shared(std::atomic<uint32_t> *word, uint32_t expected, uint64_t timeout_ns) {
+    timespec ts{static_cast<time_t>(timeout_ns / 1000000000u),
+                static_cast<long>(timeout_ns % 1000000000u)};
+    int saved = errno;
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+    errno = saved;
+}
+
+void futex_wake_shared(std::atomic<uint32_t> *word) {
+    int saved = errno;
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
+    errno = saved;
+}
+
+void sleep_ms(unsigned ms) {
+    timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helper threads
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+struct thread_start {
+    void (*fn)(void *);
+    void *arg;
+};
+thread_start g_thread_start; // one start at a time (under the caller's lock); read before return
+std::atomic<bool> g_thread_started{false};
+
+void *thread_main(void *) {
+    thread_start start = g_thread_start;
+    g_thread_started.store(true, std::memory_order_release);
+    start.fn(start.arg);
+    return nullptr;
+}
+} // namespace
+
+bool start_thread(void (*fn)(void *), void *arg, thread_handle *out, os_status *status) {
+    // Every signal blocked in the new thread: it inherits the mask it is created with.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    g_thread_start = {fn, arg};
+    g_thread_started.store(false, std::memory_order_relaxed);
+    pthread_t t;
+    int err = pthread_create(&t, nullptr, thread_main, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (err != 0) {
+        *status = {"pthread_create", err};
+        return false;
+    }
+    while (!g_thread_started.load(std::memory_order_acquire)) sched_yield();
+    out->id = static_cast<unsigned long>(t);
+    *status = {};
+    return true;
+}
+
+void join_thread(thread_handle t) {
+    pthread_join(static_cast<pthread_t>(t.id), nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -198,6 +268,78 @@ bool add_fork_hooks(const fork_hooks &hooks) {
     g_fork_hooks[at] = hooks;
     ++g_fork_hook_count;
     return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A copy of the process
+// ---------------------------------------------------------------------------------------------
+
+long run_in_copy(size_t (*fn)(void *arg, char *out, size_t out_size), void *arg, char *out,
+                 size_t out_size, unsigned timeout_ms, os_status *status) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        *status = {"pipe2", errno};
+        return -1;
+    }
+    fork_prepare();
+    // A raw clone: glibc's fork() would run the program's pthread_atfork handlers too.
+    long pid = syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (pid == 0) {
+        fork_child();
+        int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null_fd >= 0) dup2(null_fd, kStderrFd);
+        close(fds[0]);
+        size_t n = fn(arg, out, out_size);
+        if (n > out_size) n = out_size;
+        for (size_t done = 0; done < n;) {
+            ssize_t w = write(fds[1], out + done, n - done);
+            if (w <= 0) break;
+            done += static_cast<size_t>(w);
+        }
+        _exit(0);
+    }
+    int clone_err = errno;
+    fork_parent();
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        *status = {"clone", clone_err};
+        return -1;
+    }
+    size_t got = 0;
+    bool timed_out = false;
+    const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1000000u;
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= deadline) {
+            timed_out = true;
+            break;
+        }
+        pollfd p{fds[0], POLLIN, 0};
+        int r = poll(&p, 1, static_cast<int>((deadline - now) / 1000000u) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        ssize_t n = read(fds[0], out + got, got < out_size ? out_size - got : 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break; // the copy closed its end: done (or it had nothing to say)
+        got += static_cast<size_t>(n);
+        if (got >= out_size) break;
+    }
+    close(fds[0]);
+    if (timed_out) kill(static_cast<pid_t>(pid), SIGKILL);
+    int wstatus = 0;
+    while (waitpid(static_cast<pid_t>(pid), &wstatus, __WALL) < 0 && errno == EINTR) {
+    }
+    if (timed_out) {
+        *status = {"the copy did not finish in time", ETIMEDOUT};
+        return -1;
+    }
+    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+        *status = {"the copy died", WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : EIO};
+        return -1;
+    }
+    *status = {};
+    return static_cast<long>(got);
 }
 
 } // namespace slabkit::platform

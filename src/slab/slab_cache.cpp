@@ -687,6 +687,11 @@ void statistics(slab_kmem_cache *s, design_stats *out) {
     out->shared_avail = shared_avail;
     out->nr_counters = NR_STATS;
     out->counter_names = kStatNames;
+    // A hit is served by the slot's array; a miss refills it (or, for a free, flushes it).
+    out->alloc_slow = out->counters[ALLOCMISS];
+    out->allocs = out->counters[ALLOCHIT] + out->alloc_slow;
+    out->free_slow = out->counters[FREEMISS];
+    out->frees = out->counters[FREEHIT] + out->free_slow;
     out->nr_tunables = 4;
     out->tunable_names[0] = "order";
     out->tunables[0] = s->order;

@@ -507,6 +507,9 @@ void statistics(slob_cache *s, design_stats *out) {
     out->counter_names = kStatNames;
     platform::lock_guard guard(lock());
     for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = s->stats[i].get();
+    // Every SLOB allocation and free takes the one lock and searches or merges: all slow.
+    out->allocs = out->alloc_slow = out->counters[ALLOCS];
+    out->frees = out->free_slow = out->counters[FREES];
     if (s->arena) {
         page_walk w;
         walk_lists(&w);

@@ -375,6 +375,12 @@ void statistics(slqb_cache *s, design_stats *out) {
     out->nr_counters = NR_STATS;
     out->counter_names = kStatNames;
     for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] = t.counters[i];
+    // A slow allocation takes an object from a slab (a partial one or a new one); a slow free
+    // goes to the outbox at once (another node's object) or flushes a batch past hiwater.
+    out->allocs = t.counters[ALLOC];
+    out->alloc_slow = t.counters[ALLOC_SLAB_FILL] + t.counters[ALLOC_SLAB_NEW];
+    out->frees = t.counters[FREE];
+    out->free_slow = t.counters[FREE_REMOTE] + t.counters[FLUSH_FREE_LIST];
     out->nr_tunables = 3;
     out->tunable_names[0] = "order";
     out->tunables[0] = s->order;

@@ -422,6 +422,10 @@ void statistics(slub_cache *s, design_stats *out) {
     out->queued_objects = queued < out->active_objects ? queued : out->active_objects;
     out->nr_counters = NR_STATS;
     out->counter_names = kStatNames;
+    out->alloc_slow = out->counters[ALLOC_SLOWPATH];
+    out->allocs = out->counters[ALLOC_FASTPATH] + out->alloc_slow;
+    out->free_slow = out->counters[FREE_SLOWPATH];
+    out->frees = out->counters[FREE_FASTPATH] + out->free_slow;
     out->nr_tunables = 3;
     out->tunable_names[0] = "order";
     out->tunables[0] = s->order;
