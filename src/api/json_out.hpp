@@ -25,23 +25,26 @@ class json_out {
     json_out &key(const char *name) {
         separate();
         write_string(name);
-        out_.printf(":");
+        out_.append(":", 1);
         after_key_ = true;
         return *this;
     }
     json_out &number(uint64_t v) {
         separate();
-        out_.printf("%llu", static_cast<unsigned long long>(v));
+        write_decimal(v, false);
         return *this;
     }
     json_out &signed_number(int64_t v) {
         separate();
-        out_.printf("%lld", static_cast<long long>(v));
+        if (v < 0)
+            write_decimal(uint64_t{0} - static_cast<uint64_t>(v), true);
+        else
+            write_decimal(static_cast<uint64_t>(v), false);
         return *this;
     }
     json_out &boolean(bool v) {
         separate();
-        out_.printf("%s", v ? "true" : "false");
+        out_.append(v ? "true" : "false", v ? 4 : 5);
         return *this;
     }
     json_out &string(const char *s) {
@@ -58,14 +61,14 @@ class json_out {
   private:
     json_out &open(char c) {
         separate();
-        out_.printf("%c", c);
+        out_.append(&c, 1);
         if (depth_ < kMaxDepth) first_[depth_] = true;
         ++depth_;
         return *this;
     }
     json_out &close(char c) {
         if (depth_) --depth_;
-        out_.printf("%c", c);
+        out_.append(&c, 1);
         return *this;
     }
     // A comma before every value but the first of its object or array (a member's value follows
@@ -76,11 +79,12 @@ class json_out {
             return;
         }
         if (depth_ == 0 || depth_ > kMaxDepth) return;
-        if (!first_[depth_ - 1]) out_.printf(",");
+        if (!first_[depth_ - 1]) out_.append(",", 1);
         first_[depth_ - 1] = false;
     }
     void write_string(const char *s) { write_string_n(s, ~size_t{0}); }
     void write_string_n(const char *s, size_t n);
+    void write_decimal(uint64_t v, bool minus);
 
     static constexpr unsigned kMaxDepth = 16;
     text_out &out_;

@@ -16,6 +16,17 @@ void text_out::printf(const char *fmt, ...) {
     if (n > 0) len += static_cast<size_t>(n);
 }
 
+void text_out::append(const char *s, size_t n) {
+    if (len < size) {
+        // Keep room for the terminating NUL, as vsnprintf does.
+        size_t room = size - len - 1;
+        size_t copy = n < room ? n : room;
+        for (size_t i = 0; i < copy; ++i) buf[len + i] = s[i];
+        buf[len + copy] = '\0';
+    }
+    len += n;
+}
+
 void slabinfo_header(text_out &out) {
     out.printf("slabinfo - version: 2.1\n");
     out.printf("# name            <active_objs> <num_objs> <objsize> <objperslab> "

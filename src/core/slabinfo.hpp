@@ -20,6 +20,8 @@ struct text_out {
     size_t size;
     size_t len = 0;
     void printf(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+    // n bytes of s as they are (no formatting: what a text of many small pieces wants).
+    void append(const char *s, size_t n);
 };
 
 void slabinfo_header(text_out &out);

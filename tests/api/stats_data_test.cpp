@@ -313,6 +313,17 @@ TEST(StatsJson, BoundedLikeSnprintf) {
     EXPECT_EQ(small.rfind("{\"format\":\"slabkit-stats\"", 0), 0u);
 }
 
+// A cache name may hold any printable character: quotes and backslashes come back whole.
+TEST(StatsJson, NamesWithQuotesAndBackslashesRoundTrip) {
+    const std::string odd = "q\"uo\\te{},:[]";
+    slabkit_cache *c = slabkit_cache_create(odd.c_str(), 32, 0, 0, nullptr);
+    ASSERT_NE(c, nullptr);
+    const json j = stats_json();
+    EXPECT_NE(cache_in(j, odd), nullptr);
+    slabkit_cache_destroy(c);
+    EXPECT_EQ(cache_in(stats_json(), odd), nullptr);
+}
+
 // glibc's malloc_info XML: its totals are the heap's.
 TEST(MallocInfo, TotalsAreTheHeapsFigures) {
     std::vector<void *> blocks;
