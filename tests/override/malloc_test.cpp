@@ -826,6 +826,32 @@ TEST(MallocReplacement, Mallinfo2FollowsAllocations) {
     EXPECT_GT(old.arena, 0);
 }
 
+// glibc's malloc_info: slabkit's XML, whose mmap total is mallinfo2's large blocks; options
+// other than 0 are refused as glibc refuses them.
+TEST(MallocReplacement, MallocInfoWritesTheHeapsXml) {
+    void *big = ::malloc(16 << 20); // an OS block
+    ASSERT_NE(big, nullptr);
+    struct mallinfo2 mi = ::mallinfo2();
+    char *text = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(::malloc_info(0, f), 0);
+    fclose(f);
+    std::string xml(text, len);
+    ::free(text);
+    EXPECT_EQ(xml.rfind("<malloc version=\"1\">", 0), 0u) << xml;
+    EXPECT_NE(xml.find("<sizes>"), std::string::npos);
+    EXPECT_NE(xml.find("<size from="), std::string::npos) << "no free objects listed:\n" << xml;
+    const std::string mmap = "<total type=\"mmap\" count=\"" + std::to_string(mi.hblks) +
+                             "\" size=\"" + std::to_string(mi.hblkhd) + "\"/>";
+    EXPECT_NE(xml.find(mmap), std::string::npos) << mmap << "\n" << xml;
+    errno = 0;
+    EXPECT_EQ(::malloc_info(1, stdout), -1);
+    EXPECT_EQ(errno, EINVAL);
+    ::free(big);
+}
+
 TEST(MallocReplacement, MallocTrimGivesMemoryBack) {
     std::vector<void *> v;
     for (int i = 0; i < 64; ++i) {
