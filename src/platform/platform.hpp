@@ -240,6 +240,10 @@ void sleep_ms(unsigned ms);
 // CLOCK_REALTIME in nanoseconds (wall time, for a reader in another process).
 uint64_t realtime_ns();
 
+// Reads a small file (sysfs, /proc) into buf, NUL-terminated; false if it cannot be read or is
+// empty.
+bool read_small_file(const char *path, char *buf, size_t size);
+
 // The process's id, its start time (field 22 of /proc/self/stat, in clock ticks since boot:
 // with the pid, it names this process and no later one that reuses the pid) and its program
 // name (/proc/self/comm; "?" when unreadable) into buf.

@@ -16,27 +16,9 @@ int process_id() {
     return static_cast<int>(getpid());
 }
 
-namespace {
-// Reads a small /proc file of this process into buf (NUL-terminated); its length, 0 if none.
-size_t read_proc_file(const char *path, char *buf, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    size_t got = 0;
-    while (got + 1 < size) {
-        ssize_t n = read(fd, buf + got, size - 1 - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += static_cast<size_t>(n);
-    }
-    close(fd);
-    buf[got] = '\0';
-    return got;
-}
-} // namespace
-
 uint64_t process_start_ticks() {
     char buf[1024];
-    if (!read_proc_file("/proc/self/stat", buf, sizeof buf)) return 0;
+    if (!read_small_file("/proc/self/stat", buf, sizeof buf)) return 0;
     // The program's name (field 2) is in parentheses and may hold spaces and parentheses: the
     // fields after it start past the last ')'. Field 3 comes first there; 22 is the 20th.
     const char *p = strrchr(buf, ')');
@@ -54,7 +36,7 @@ uint64_t process_start_ticks() {
 void program_name(char *buf, size_t size) {
     if (!size) return;
     char comm[64];
-    size_t n = read_proc_file("/proc/self/comm", comm, sizeof comm);
+    size_t n = read_small_file("/proc/self/comm", comm, sizeof comm) ? strlen(comm) : 0;
     while (n && (comm[n - 1] == '\n' || comm[n - 1] == ' ')) comm[--n] = '\0';
     snprintf(buf, size, "%s", n ? comm : "?");
 }

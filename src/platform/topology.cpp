@@ -21,20 +21,6 @@ unsigned cpu_set::highest_plus_one() const {
     return 0;
 }
 
-namespace {
-
-bool parse_number(const char *&p, unsigned *out) {
-    if (*p < '0' || *p > '9') return false;
-    uint64_t v = 0;
-    while (*p >= '0' && *p <= '9') {
-        v = v * 10 + static_cast<unsigned>(*p++ - '0');
-        if (v >= kMaxCpus) return false;
-    }
-    *out = static_cast<unsigned>(v);
-    return true;
-}
-
-// Reads a small sysfs file into buf (NUL-terminated). False if it cannot be read.
 bool read_small_file(const char *path, char *buf, size_t size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
@@ -48,6 +34,19 @@ bool read_small_file(const char *path, char *buf, size_t size) {
     close(fd);
     buf[got] = '\0';
     return got > 0;
+}
+
+namespace {
+
+bool parse_number(const char *&p, unsigned *out) {
+    if (*p < '0' || *p > '9') return false;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + static_cast<unsigned>(*p++ - '0');
+        if (v >= kMaxCpus) return false;
+    }
+    *out = static_cast<unsigned>(v);
+    return true;
 }
 
 // "/sys/devices/system/node/nodeN/cpulist", built by hand: node < kMaxNodes (two digits).
