@@ -199,7 +199,7 @@ void api::gather_heap_totals(heap_totals *out) {
             auto *t = static_cast<heap_totals *>(arg);
             slabkit_cache_stats st;
             fill_stats(c, &st);
-            const uint64_t free_objects = st.objects - st.active_objects + st.queued_objects;
+            const uint64_t free_objects = free_objects_of(st);
             const uint64_t in_use = st.active_objects - st.queued_objects;
             t->caches += 1;
             t->slab_pages += st.slabs << st.order;
@@ -318,7 +318,7 @@ size_t api::malloc_info_xml(char *buf, size_t size) {
             auto *wk = static_cast<walk *>(arg);
             slabkit_cache_stats st;
             fill_stats(c, &st);
-            const uint64_t free_objects = st.objects - st.active_objects + st.queued_objects;
+            const uint64_t free_objects = free_objects_of(st);
             if (!free_objects || wk->n == kMaxRows) return;
             wk->rows[wk->n++] = {st.slot_size, free_objects};
         },

@@ -11,6 +11,12 @@ namespace slabkit::api {
 
 // One cache's figures (slabkit_get_cache_stats). The caller holds the registry lock.
 void fill_stats(const cache *c, slabkit_cache_stats *out);
+// A cache's free objects: in its slabs, and parked on per-slot queues and shared lists (which
+// the designs' /proc/slabinfo counts as active).
+inline uint64_t free_objects_of(const slabkit_cache_stats &st) {
+    return st.objects - st.active_objects + st.queued_objects;
+}
+
 // A cache's debug flags as SLABKIT_DEBUG's letters ("FZPU..."; "" for none) into buf.
 void debug_letters(unsigned flags, char *buf, size_t size);
 
