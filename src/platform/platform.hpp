@@ -258,13 +258,14 @@ void *shared_memory_create(const char *name, size_t size, os_status *status);
 // Unmaps what shared_memory_create mapped; `remove` also unlinks its name.
 void shared_memory_close(const char *name, void *addr, size_t size, bool remove);
 
-// A copy of the process (a clone without CLONE_VM, which runs no pthread_atfork handler of the
-// program's), made with slabkit's own fork hooks around it as for fork(): their prepare hooks
-// take slabkit's locks first, so the copy sees every list whole. The copy runs the hooks' child
-// side, sends its standard error to /dev/null, calls fn(arg, out, out_size) and writes the
-// first *bytes it leaves in out back to the caller through a pipe, then exits. The caller waits
-// at most timeout_ms. Returns the copy's text length, or -1 with *status set (also when the
-// copy died, by a signal or timed out: status->call names what happened).
+// A copy of the process (a clone without CLONE_VM and without an exit signal, which runs no
+// pthread_atfork handler of the program's and sends it no SIGCHLD), made with slabkit's own fork
+// hooks around it as for fork(): their prepare hooks take slabkit's locks first, so the copy sees
+// every list whole. The copy runs the hooks' child side, sends its standard error to /dev/null,
+// calls fn(arg, out, out_size) and writes the first *bytes it leaves in out back to the caller
+// through a pipe, then exits. The caller waits at most timeout_ms. Returns the copy's text length,
+// or -1 with *status set (also when the copy died, by a signal or timed out: status->call names
+// what happened).
 long run_in_copy(size_t (*fn)(void *arg, char *out, size_t out_size), void *arg, char *out,
                  size_t out_size, unsigned timeout_ms, os_status *status);
 

@@ -282,8 +282,10 @@ long run_in_copy(size_t (*fn)(void *arg, char *out, size_t out_size), void *arg,
         return -1;
     }
     fork_prepare();
-    // A raw clone: glibc's fork() would run the program's pthread_atfork handlers too.
-    long pid = syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    // A raw clone: glibc's fork() would run the program's pthread_atfork handlers too. No exit
+    // signal: the program gets no SIGCHLD for it, and its waitpid(-1) does not see it (only a
+    // wait with __WALL does, as below).
+    long pid = syscall(SYS_clone, 0, nullptr, nullptr, nullptr, nullptr);
     if (pid == 0) {
         fork_child();
         int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
