@@ -39,7 +39,9 @@ live::live_header *g_segment = nullptr; // under g_control (the helper reads it 
 char g_name[40];
 std::atomic<bool> g_stop{false};
 std::atomic<uint32_t> g_period_ms{kDefaultPeriodMs};
-platform::thread_handle g_helper;
+// The helper is detached: the process may exit while it serves a request, which nobody waits
+// for then; a stop waits for this word instead, which the helper sets as its last act.
+std::atomic<uint32_t> g_helper_exited{1};
 bool g_helper_running = false; // under g_control
 
 char *payload_of(live::live_header *h) {
@@ -286,8 +288,15 @@ void serve(live::live_header *h, uint32_t seq) {
 
 // ---- the helper thread ----------------------------------------------------------------------
 
+void helper_loop(live::live_header *h);
+
 void helper_main(void *arg) {
-    auto *h = static_cast<live::live_header *>(arg);
+    helper_loop(static_cast<live::live_header *>(arg));
+    g_helper_exited.store(1, std::memory_order_release);
+    platform::futex_wake_shared(&g_helper_exited);
+}
+
+void helper_loop(live::live_header *h) {
     uint32_t seen = h->request_seq.load(std::memory_order_acquire);
     while (!g_stop.load(std::memory_order_acquire)) {
         publish(h);
@@ -339,7 +348,10 @@ bool start_locked(unsigned period_ms, const char **why) {
     publish(h); // readable from the first moment it says live
     h->state.store(static_cast<uint32_t>(live::state::live), std::memory_order_release);
     g_stop.store(false, std::memory_order_relaxed);
-    if (!platform::start_thread(helper_main, h, &g_helper, &st)) {
+    g_helper_exited.store(0, std::memory_order_relaxed);
+    platform::thread_handle helper;
+    if (!platform::start_thread(helper_main, h, &helper, &st)) {
+        g_helper_exited.store(1, std::memory_order_relaxed);
         static char reason[160];
         char os[96];
         snprintf(reason, sizeof reason, "cannot start the live statistics' helper thread: %s",
@@ -348,6 +360,7 @@ bool start_locked(unsigned period_ms, const char **why) {
         *why = reason;
         return false;
     }
+    platform::detach_thread(helper);
     g_segment = h;
     g_helper_running = true;
     return true;
@@ -359,13 +372,14 @@ void stop_locked(bool join) {
     g_stop.store(true, std::memory_order_release);
     platform::futex_wake_shared(&g_segment->request_seq);
     if (join && g_helper_running) {
-        platform::join_thread(g_helper);
+        while (g_helper_exited.load(std::memory_order_acquire) == 0)
+            platform::futex_wait_shared(&g_helper_exited, 0, 100000000u);
         g_helper_running = false;
         platform::shared_memory_close(g_name, g_segment, live::kSegmentBytes, true);
         g_segment = nullptr;
     } else {
         // At exit: the name goes, the mapping stays until the process ends (the helper may be
-        // in the middle of a publication or a request, and is not waited for).
+        // in the middle of a publication or a request, and is not waited for: it is detached).
         platform::shared_memory_close(g_name, nullptr, 0, true);
     }
 }
@@ -421,6 +435,7 @@ void reset_in_child() {
     if (g_segment) platform::shared_memory_close(g_name, g_segment, live::kSegmentBytes, false);
     g_segment = nullptr;
     g_helper_running = false;
+    g_helper_exited.store(1, std::memory_order_relaxed);
     g_control.reset_after_fork();
     g_publish.reset_after_fork();
 }

@@ -229,6 +229,8 @@ struct thread_handle {
 bool start_thread(void (*fn)(void *), void *arg, thread_handle *out, os_status *status);
 // Waits for a thread started above to return.
 void join_thread(thread_handle t);
+// Lets it go: nobody will join it (its resources go when it returns).
+void detach_thread(thread_handle t);
 
 // A futex on a word other processes may map too (no FUTEX_PRIVATE_FLAG): waits while *word ==
 // expected, at most timeout_ns; wakes every waiter.

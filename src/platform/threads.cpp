@@ -121,6 +121,10 @@ void join_thread(thread_handle t) {
     pthread_join(static_cast<pthread_t>(t.id), nullptr);
 }
 
+void detach_thread(thread_handle t) {
+    pthread_detach(static_cast<pthread_t>(t.id));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread exit
 // ---------------------------------------------------------------------------------------------
