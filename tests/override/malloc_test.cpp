@@ -843,8 +843,9 @@ TEST(MallocReplacement, MallocInfoWritesTheHeapsXml) {
     EXPECT_EQ(xml.rfind("<malloc version=\"1\">", 0), 0u) << xml;
     EXPECT_NE(xml.find("<sizes>"), std::string::npos);
     // SLOB's malloc blocks live in its arena, whose free space is no cache's free objects.
-    if (std::string(slabkit_allocator()) != "slob")
+    if (std::string(slabkit_allocator()) != "slob") {
         EXPECT_NE(xml.find("<size from="), std::string::npos) << "no free objects listed:\n" << xml;
+    }
     const std::string mmap = "<total type=\"mmap\" count=\"" + std::to_string(mi.hblks) +
                              "\" size=\"" + std::to_string(mi.hblkhd) + "\"/>";
     EXPECT_NE(xml.find(mmap), std::string::npos) << mmap << "\n" << xml;
