@@ -191,24 +191,31 @@ __attribute__((destructor)) void print_stats_at_exit() {
 
 } // namespace
 
+void api::add_cache_to_totals(heap_totals *t, const slabkit_cache_stats &st) {
+    const uint64_t free_objects = free_objects_of(st);
+    const uint64_t in_use = st.active_objects - st.queued_objects;
+    t->caches += 1;
+    t->slab_pages += st.slabs << st.order;
+    t->objects_in_use += in_use;
+    t->object_bytes += in_use * st.slot_size;
+    t->free_objects += free_objects;
+    t->free_object_bytes += free_objects * st.slot_size;
+}
+
 void api::gather_heap_totals(heap_totals *out) {
     *out = heap_totals{};
     designs::bootstrap_process_design();
     registry::for_each(
         [](cache *c, void *arg) {
-            auto *t = static_cast<heap_totals *>(arg);
             slabkit_cache_stats st;
             fill_stats(c, &st);
-            const uint64_t free_objects = free_objects_of(st);
-            const uint64_t in_use = st.active_objects - st.queued_objects;
-            t->caches += 1;
-            t->slab_pages += st.slabs << st.order;
-            t->objects_in_use += in_use;
-            t->object_bytes += in_use * st.slot_size;
-            t->free_objects += free_objects;
-            t->free_object_bytes += free_objects * st.slot_size;
+            add_cache_to_totals(static_cast<heap_totals *>(arg), st);
         },
         out);
+    add_pages_to_totals(out);
+}
+
+void api::add_pages_to_totals(heap_totals *out) {
     page_stats ps;
     page_allocator::global().snapshot(&ps);
     out->block_pages = ps.in_use > out->slab_pages ? ps.in_use - out->slab_pages : 0;
@@ -307,27 +314,28 @@ size_t api::malloc_info_xml(char *buf, size_t size) {
     struct walk {
         row rows[kMaxRows];
         unsigned n;
+        heap_totals totals; // from the same walk as the rows
     };
     static walk w; // under g_info_lock
     static platform::mutex g_info_lock;
     platform::lock_guard guard(g_info_lock);
     w.n = 0;
+    w.totals = heap_totals{};
     designs::bootstrap_process_design();
     registry::for_each(
         [](cache *c, void *arg) {
             auto *wk = static_cast<walk *>(arg);
             slabkit_cache_stats st;
             fill_stats(c, &st);
+            add_cache_to_totals(&wk->totals, st);
             const uint64_t free_objects = free_objects_of(st);
             if (!free_objects || wk->n == kMaxRows) return;
             wk->rows[wk->n++] = {st.slot_size, free_objects};
         },
         &w);
-    heap_totals t;
-    gather_heap_totals(&t);
-    const uint64_t page = kPageSize;
-    const uint64_t arena =
-        (t.slab_pages + t.block_pages + t.free_resident_pages) * page + t.kept_bytes;
+    add_pages_to_totals(&w.totals);
+    const heap_totals &t = w.totals;
+    const uint64_t arena = arena_bytes(t);
     auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
     text_out out{buf, size};
     if (buf && size) buf[0] = '\0';

@@ -40,6 +40,16 @@ struct heap_totals {
     uint64_t errors = 0; // bad frees reported
 };
 void gather_heap_totals(heap_totals *out);
+// Its two parts, for a caller that walks the caches itself (the JSON snapshot, malloc_info):
+// one cache's share, and what is not the caches' (page allocator, OS blocks, errors), once the
+// caches are in.
+void add_cache_to_totals(heap_totals *t, const slabkit_cache_stats &st);
+void add_pages_to_totals(heap_totals *t);
+// mallinfo2's arena: pages held for slabs and page blocks, free pages that may be resident, and
+// freed OS blocks kept for reuse, in bytes.
+inline uint64_t arena_bytes(const heap_totals &t) {
+    return (t.slab_pages + t.block_pages + t.free_resident_pages) * kPageSize + t.kept_bytes;
+}
 
 // Writes the statistics report (slabinfo table, then the page allocator and heap totals) to fd.
 void print_stats(int fd);

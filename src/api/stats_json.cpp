@@ -12,9 +12,16 @@ namespace slabkit::api {
 
 namespace {
 
-void write_cache(json_out &j, const cache *c) {
+// The caches' walk: each one's object, and its share of the heap's totals.
+struct cache_walk {
+    json_out &j;
+    heap_totals totals;
+};
+
+void write_cache(json_out &j, const cache *c, heap_totals *totals) {
     slabkit_cache_stats st;
     fill_stats(c, &st);
+    add_cache_to_totals(totals, st);
     j.begin_object();
     j.member("name", st.name).member("design", st.design);
     j.member("object_size", st.object_size).member("slot_size", st.slot_size);
@@ -39,9 +46,9 @@ void write_cache(json_out &j, const cache *c) {
     j.end_object();
 }
 
-void write_heap(json_out &j) {
-    slabkit_heap_stats h;
-    slabkit_get_heap_stats(&h);
+// The totals of the caches written above (the same figures, not a second walk), and the rest.
+void write_heap(json_out &j, heap_totals h) {
+    add_pages_to_totals(&h);
     j.key("heap").begin_object();
     j.member("caches", h.caches).member("slab_pages", h.slab_pages);
     j.member("objects_in_use", h.objects_in_use).member("object_bytes", h.object_bytes);
@@ -108,10 +115,15 @@ void write_stats_json(text_out &out, const live_info *live) {
     j.member("design", slabkit_allocator()).member("designs", slabkit_designs());
     j.member("page_size", kPageSize);
     j.key("caches").begin_array();
-    registry::for_each([](cache *c, void *arg) { write_cache(*static_cast<json_out *>(arg), c); },
-                       &j);
+    cache_walk walk{j, {}};
+    registry::for_each(
+        [](cache *c, void *arg) {
+            auto *w = static_cast<cache_walk *>(arg);
+            write_cache(w->j, c, &w->totals);
+        },
+        &walk);
     j.end_array();
-    write_heap(j);
+    write_heap(j, walk.totals);
     write_pages(j);
     write_slots(j);
     if (live) {

@@ -82,7 +82,7 @@ SLABKIT_EXPORT struct mallinfo2 mallinfo2(void) {
     api::gather_heap_totals(&t);
     struct mallinfo2 mi = {};
     const size_t page = kPageSize;
-    mi.arena = (t.slab_pages + t.block_pages + t.free_resident_pages) * page + t.kept_bytes;
+    mi.arena = arena_bytes(t);
     mi.ordblks = t.free_objects;
     mi.hblks = t.large_blocks;
     mi.hblkhd = t.large_bytes;
