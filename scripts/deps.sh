@@ -7,6 +7,9 @@ packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           libcli11-dev libfmt-dev
           # JSON of the slabinfo tool (tools/slabinfo) and of the statistics tests
           nlohmann-json3-dev
+          # slabbench (tools/slabbench): Student's t for its noise test (Boost.Math, headers),
+          # plots of its report, and the MariaDB server and sysbench of its oltp workload
+          libboost-dev python3-matplotlib mariadb-server sysbench
           # pkg-config, for the installed-package test (tests/package)
           pkgconf
           # the peers of the benchmark comparison, LD_PRELOADed by bench/slab_ratios.py
