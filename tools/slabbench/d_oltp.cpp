@@ -462,13 +462,13 @@ workload oltp_workload() {
     w.families = fam_malloc | fam_peers;
     w.baseline = "slub-malloc";
     w.params = {
-        {"tables", "1", "1", "4", "sysbench tables"},
-        {"table_size", "100", "10000", "100000", "rows per table"},
+        {"tables", "1", "1", "2", "sysbench tables"},
+        {"table_size", "100", "10000", "20000", "rows per table"},
         {"threads", "2", "4", "16", "sysbench client threads (--threads overrides)"},
-        {"seconds", "10", "1", "30", "seconds per sysbench test (at most, with events)"},
+        {"seconds", "10", "1", "5", "seconds per sysbench test (at most, with events)"},
         {"events", "100", "0", "0",
          "transactions per sysbench test (0: as many as fit in seconds)"},
-        {"buffer_pool", "64M", "64M", "256M", "InnoDB buffer pool size"},
+        {"buffer_pool", "64M", "64M", "128M", "InnoDB buffer pool size"},
     };
     w.run_external = run_oltp;
     w.available = oltp_available;

@@ -249,6 +249,8 @@ uint64_t crew::run(const std::function<void()> &on_error) {
         }
         try {
             bodies_[i].body();
+        } catch (const std::bad_alloc &) {
+            fail("out of memory (an allocation returned null)");
         } catch (const std::exception &e) {
             fail(e.what());
         } catch (...) {

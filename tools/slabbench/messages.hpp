@@ -4,7 +4,7 @@
 // What the seeds' benchmarks stress in the slab allocator is the socket layer's sk_buff: every
 // message is a head from skbuff_head_cache plus a kmalloc'd data block, allocated by the sending
 // task and freed by the receiving one, usually on another CPU. Here:
-//   - a `head` is that head (232 bytes, the size of a 2.6-era x86-64 sk_buff), from a cache
+//   - a `head` is that head (232 bytes, about a 2.6-era x86-64 sk_buff), from a cache
 //     named skbuff_head_cache; its data block is kmalloc'd with the room the kernel adds
 //     (SKB_DATA_ALIGN of the length plus skb_shared_info), so a message lands in the kmalloc
 //     size class the kernel's would;
@@ -33,7 +33,8 @@
 
 namespace slabbench::msg {
 
-// The head's size: 2.6.28's struct sk_buff on x86-64, what the seeds' skbuff_head_cache held.
+// The head's size: about 2.6.28's struct sk_buff on x86-64, what the seeds' skbuff_head_cache
+// held.
 inline constexpr size_t head_bytes = 232;
 // What __alloc_skb adds to the length: SKB_DATA_ALIGN (a cache line) and the skb_shared_info
 // at the end of the block (about 320 bytes with that era's MAX_SKB_FRAGS).

@@ -15,10 +15,12 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace slabbench {
@@ -34,25 +36,24 @@ double seconds_now() {
 // The process groups of the programs running now, for the interrupt handler: a program runs in
 // a group of its own (so that a time limit reaches what it started), which a Ctrl-C at the
 // terminal does not reach.
+// Lock-free atomics: programs start from several threads (kbuild's parallel compiles), and the
+// handler may read the slots at any moment.
 constexpr int kTracked = 16;
-volatile sig_atomic_t g_groups[kTracked];
+std::atomic<pid_t> g_groups[kTracked];
+static_assert(std::atomic<pid_t>::is_always_lock_free);
 
 void track(pid_t pg, bool on) {
     for (int i = 0; i < kTracked; ++i) {
-        if (on && g_groups[i] == 0) {
-            g_groups[i] = pg;
-            return;
-        }
-        if (!on && g_groups[i] == pg) {
-            g_groups[i] = 0;
-            return;
-        }
+        pid_t expected = on ? 0 : pg;
+        if (g_groups[i].compare_exchange_strong(expected, on ? pg : 0)) return;
     }
 }
 
 void on_interrupt(int sig) {
-    for (int i = 0; i < kTracked; ++i)
-        if (g_groups[i] > 0) kill(-static_cast<pid_t>(g_groups[i]), SIGKILL);
+    for (int i = 0; i < kTracked; ++i) {
+        const pid_t pg = g_groups[i].load();
+        if (pg > 0) kill(-pg, SIGKILL);
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -122,9 +123,9 @@ std::string which(const std::string &program) {
     while (start <= dirs.size()) {
         size_t end = dirs.find(':', start);
         if (end == std::string::npos) end = dirs.size();
-        std::string dir = dirs.substr(start, end - start);
-        if (dir.empty()) dir = ".";
-        const std::string full = fmt::format("{}/{}", dir, program);
+        const std::string_view dir = std::string_view(dirs).substr(start, end - start);
+        const std::string full =
+            fmt::format("{}/{}", dir.empty() ? std::string_view(".") : dir, program);
         if (access(full.c_str(), X_OK) == 0) return full;
         start = end + 1;
     }

@@ -91,7 +91,7 @@ workload hackbench_workload() {
         {"groups", "1,2", "1,4", "1,2,4,8,16", "numbers of groups, one case each"},
         {"senders", "3", "5", "20", "sender threads per group (hackbench: 20)"},
         {"receivers", "3", "5", "20", "receiver threads per group (hackbench: 20)"},
-        {"loops", "20", "1500", "300", "messages each sender sends to each receiver"},
+        {"loops", "20", "6000", "500", "messages each sender sends to each receiver"},
         {"bytes", "100", "100", "100", "payload bytes per message (hackbench: 100)"},
         {"window", "212992", "212992", "212992",
          "bytes a receiver's queue holds before senders wait (a socket's buffer, truesize)"},

@@ -171,12 +171,12 @@ workload netperf_workload() {
         {"sizes64", "64,4096", "64,1024,4096,16384", "64,256,1024,4096,8192,16384",
          "message sizes of the stream64 cases"},
         {"pairs", "2", "32", "32", "sender/receiver pairs of stream64 (seed 004: 64 threads)"},
-        {"case_ms", "3", "6", "100", "milliseconds of traffic per case"},
+        {"case_ms", "3", "20", "100", "milliseconds of traffic per case"},
         {"window", "262144", "262144", "262144",
          "bytes a queue holds before the sender waits (a socket's buffer, truesize)"},
         {"spin", "2000", "20000", "20000",
-         "polls before a pinned pair's waiting side sleeps (0 with fewer than 2 CPUs and for "
-         "stream64)"},
+         "polls (and lock tries) before a pinned pair's waiting side sleeps; 0 with fewer than "
+         "2 CPUs and for stream64, whose threads outnumber the CPUs"},
     };
     w.run = [](const run_context &ctx, result &out) {
         msg::guarded(out, [&] {

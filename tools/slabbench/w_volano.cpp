@@ -90,7 +90,7 @@ workload volano_workload() {
     w.params = {
         {"rooms", "1,2", "2,4", "2,4,10", "numbers of chat rooms, one case each"},
         {"members", "3", "5", "20", "members per room (VolanoMark: 20), two threads each"},
-        {"messages", "20", "2000", "300", "messages each member sends (VolanoMark: 100)"},
+        {"messages", "20", "5000", "500", "messages each member sends (VolanoMark: 100)"},
         {"text", "100", "100", "100", "bytes of a message's text"},
         {"window", "65536", "65536", "65536",
          "bytes a member's queue holds before writers wait (a socket's buffer, truesize)"},
