@@ -113,6 +113,25 @@ TEST(SlabbenchConfigs, FamiliesAndNames) {
     }
 }
 
+TEST(SlabbenchConfigs, CompareBuildAddsOurConfigurationsFromTheOtherBuild) {
+    const std::vector<sb::config> all = sb::all_configs("/x/libslabkit-malloc.so");
+    const std::vector<sb::config> both =
+        sb::with_compare_build(all, {"slqb", "slqb-malloc", "glibc"}, "/nonexistent/build");
+    EXPECT_EQ(both.size(), all.size() + 2); // the peers have no other build
+    for (size_t i = 0; i + 1 < both.size(); ++i) {
+        if (both[i].name != "slqb" && both[i].name != "slqb-malloc") continue;
+        const sb::config &b = both[i + 1];
+        EXPECT_EQ(b.name, both[i].name + "@base");
+        EXPECT_EQ(b.worker, "/nonexistent/build/tools/slabbench/slabbench");
+        EXPECT_NE(b.missing.find("/nonexistent/build/tools/slabbench/slabbench"),
+                  std::string::npos);
+        if (both[i].malloc_api) {
+            EXPECT_EQ(b.preload, "/nonexistent/build/libslabkit-malloc.so");
+        }
+    }
+    EXPECT_EQ(sb::find_config(both, "glibc@base"), nullptr);
+}
+
 TEST(SlabbenchConfigs, EnvironmentDropsWhatWouldChangeTheMeasurement) {
     setenv("SLABKIT_DEBUG", "1", 1);
     setenv("LD_PRELOAD", "/x.so", 1);

@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <fmt/format.h>
+#include <string>
+#include <vector>
 
 namespace slabbench {
 
@@ -65,6 +67,21 @@ uint64_t current_rss_kib() {
     std::fclose(f);
     if (n != 2) return 0;
     return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024u;
+}
+
+std::string last_lines(const std::string &text, int n) {
+    std::vector<std::string> lines;
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        if (end > at) lines.push_back(text.substr(at, end - at));
+        at = end + 1;
+    }
+    std::string out;
+    const size_t first = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0;
+    for (size_t i = first; i < lines.size(); ++i) out += (out.empty() ? "" : " | ") + lines[i];
+    return out;
 }
 
 std::string count_detail(uint64_t seen, uint64_t expected, const char *what) {

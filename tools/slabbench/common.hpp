@@ -18,6 +18,17 @@ unsigned allowed_cpus();
 // The process's peak and current resident set in KiB (getrusage / /proc/self/statm).
 uint64_t peak_rss_kib();
 uint64_t current_rss_kib();
+// The last `n` non-empty lines of a program's output, on one line joined by " | " (for a
+// failure's reason).
+std::string last_lines(const std::string &text, int n);
+// A pause for a spinning wait (the CPU's pause or yield hint).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
 // "1234 of 1234 messages" style detail for checks.
 std::string count_detail(uint64_t seen, uint64_t expected, const char *what);
 

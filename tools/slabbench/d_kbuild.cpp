@@ -20,6 +20,7 @@
 // Every run compiles one snapshot of the sources (include/, src/, tests/, bench/ copied to a
 // temporary folder once per driver process), so that an edit made during a suite changes no run
 // and the objects stay comparable.
+#include "common.hpp"
 #include "configs.hpp"
 #include "runner.hpp"
 #include "workload.hpp"
@@ -187,20 +188,6 @@ double compile_set(const std::string &root, const std::vector<std::string> &file
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The last `n` lines of a compiler's messages, on one line.
-std::string tail(const std::string &text, int n) {
-    std::vector<std::string> lines;
-    std::stringstream in(text);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(line);
-    std::string out;
-    for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size();
-         ++i)
-        out += (out.empty() ? "" : " | ") + lines[i];
-    return out;
-}
-
 // FNV-1a over the object file's bytes; 0 when it cannot be read or is empty.
 uint64_t file_hash(const std::string &path) {
     std::ifstream in(path, std::ios::binary);
@@ -249,7 +236,7 @@ std::string make_reference(const std::string &root, const std::vector<std::strin
     for (const compile_result &r : results) {
         if (!r.run.ok())
             return fmt::format("{} does not compile under glibc's malloc ({}): {}", r.file,
-                               r.run.how_it_ended(compile_limit_s), tail(r.run.err, 3));
+                               r.run.how_it_ended(compile_limit_s), last_lines(r.run.err, 3));
         const uint64_t h = file_hash(dir + "/" + object_name(r.file));
         if (!h) return fmt::format("{}: no object file under glibc's malloc", r.file);
         reference[r.file] = {h, r.run.wall_s};
@@ -303,7 +290,7 @@ void run_kbuild(const run_context &ctx, const config &cfg, const std::string &wo
             } else if (first_failure.empty()) {
                 first_failure =
                     fmt::format("; {}: {}: {}", r.file, r.run.how_it_ended(compile_limit_s),
-                                tail(r.run.err, 3));
+                                last_lines(r.run.err, 3));
             }
             const uint64_t h = file_hash(dir + "/" + object_name(r.file));
             if (h) {

@@ -17,6 +17,7 @@
 // into a template folder kept under the system's temporary folder (slabbench-oltp-<uid>), keyed by
 // the table count and size and the installed programs, and reused by later driver processes;
 // every run copies it into its own work folder, so each run starts from the same data.
+#include "common.hpp"
 #include "configs.hpp"
 #include "runner.hpp"
 #include "workload.hpp"
@@ -112,20 +113,6 @@ std::string file_text(const std::string &path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-// The last `n` non-empty lines of a text, on one line.
-std::string tail(const std::string &text, int n) {
-    std::vector<std::string> lines;
-    std::stringstream in(text);
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(line);
-    std::string out;
-    for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size();
-         ++i)
-        out += (out.empty() ? "" : " | ") + lines[i];
-    return out;
 }
 
 // Whether the process has exited, without reaping it (stop_program still collects its status).
@@ -256,7 +243,7 @@ std::string build_template(const std::string &cache, const std::string &key, con
     const program_run made = run_program(install);
     if (!made.ok())
         return fail(fmt::format("{} {}: {}", install.argv[0], made.how_it_ended(setup_limit_s),
-                                tail(made.out + "\n" + made.err, 4)));
+                                last_lines(made.out + "\n" + made.err, 4)));
 
     // sysbench needs its database; the server makes it from an init file, with no client needed.
     const std::string init = build + "/init.sql";
@@ -271,7 +258,8 @@ std::string build_template(const std::string &cache, const std::string &key, con
     std::string why = wait_for_server(bg, socket, answer_limit_s);
     if (!why.empty()) {
         stop_program(bg, stop_grace_s);
-        return fail(fmt::format("making the tables: {}: {}", why, tail(file_text(bg.log_path), 4)));
+        return fail(
+            fmt::format("making the tables: {}: {}", why, last_lines(file_text(bg.log_path), 4)));
     }
     program_spec prepare;
     prepare.argv = sysbench_argv("oltp_read_only", socket, s, "prepare");
@@ -281,10 +269,10 @@ std::string build_template(const std::string &cache, const std::string &key, con
     const int stopped = stop_program(bg, stop_grace_s);
     if (!prepared.ok())
         return fail(fmt::format("sysbench prepare {}: {}", prepared.how_it_ended(setup_limit_s),
-                                tail(prepared.out + "\n" + prepared.err, 4)));
+                                last_lines(prepared.out + "\n" + prepared.err, 4)));
     if (stopped != 0)
         return fail(fmt::format("mariadbd did not shut down cleanly after sysbench prepare: {}",
-                                tail(file_text(bg.log_path), 4)));
+                                last_lines(file_text(bg.log_path), 4)));
     fs::remove(socket, ec);
     // Another process may have made the same template meanwhile: then theirs is used.
     if (rename(data.c_str(), (cache + "/" + key).c_str()) != 0 && errno != EEXIST &&
@@ -390,7 +378,7 @@ void run_oltp(const run_context &ctx, const config &cfg, const std::string &work
     if (!why.empty()) {
         const int status = stop_program(bg, stop_grace_s);
         return out.fail(fmt::format("under {}, {} (exit status {}): {}", cfg.name, why, status,
-                                    tail(file_text(bg.log_path), 5)));
+                                    last_lines(file_text(bg.log_path), 5)));
     }
     out.check("server-answered", true, "mariadbd answered on " + socket);
     if (!cfg.preload.empty())
@@ -415,7 +403,7 @@ void run_oltp(const run_context &ctx, const config &cfg, const std::string &work
                   ok ? fmt::format("{:.0f} transactions, {:.0f} ignored errors", f.transactions,
                                    f.ignored)
                      : fmt::format("sysbench {} {}: {}", test, r.how_it_ended(limit),
-                                   tail(r.out + "\n" + r.err, 4)));
+                                   last_lines(r.out + "\n" + r.err, 4)));
         if (ok) out.add(name, "tps", "tx/s", better::higher, f.tps);
         out.note(std::string(name) + "_ignored_errors", f.ignored);
         if (has_exited(bg.pid)) break;
@@ -424,12 +412,12 @@ void run_oltp(const run_context &ctx, const config &cfg, const std::string &work
     const bool died = has_exited(bg.pid);
     uint64_t rss_kib = 0;
     const int status = stop_program(bg, stop_grace_s, &rss_kib);
-    out.check(
-        "server-stopped", !died && status == 0,
-        died ? fmt::format("mariadbd died during the tests: {}", tail(file_text(bg.log_path), 5))
-        : status == 0 ? "mariadbd shut down cleanly"
-                      : fmt::format("mariadbd ended with status {}: {}", status,
-                                    tail(file_text(bg.log_path), 5)));
+    out.check("server-stopped", !died && status == 0,
+              died          ? fmt::format("mariadbd died during the tests: {}",
+                                          last_lines(file_text(bg.log_path), 5))
+              : status == 0 ? "mariadbd shut down cleanly"
+                            : fmt::format("mariadbd ended with status {}: {}", status,
+                                          last_lines(file_text(bg.log_path), 5)));
     out.note("server_peak_rss_mib", static_cast<double>(rss_kib) / 1024.0);
     fs::remove_all(data, ec); // 50 MB or more a run: not kept for the driver to remove
 }

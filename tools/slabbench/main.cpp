@@ -188,23 +188,6 @@ class progress {
     uint64_t start_;
 };
 
-std::string last_lines(const std::string &text, int n) {
-    size_t at = text.size();
-    while (n-- > 0 && at > 0) {
-        at = text.rfind('\n', at - 1);
-        if (at == std::string::npos) {
-            at = 0;
-            break;
-        }
-    }
-    std::string s = text.substr(at);
-    while (!s.empty() && (s.front() == '\n')) s.erase(0, 1);
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    for (char &c : s)
-        if (c == '\n') c = '|';
-    return s;
-}
-
 sb::run_record run_once(const options &opt, const sb::workload &w, const sb::config &cfg,
                         const std::map<std::string, std::string> &params, unsigned run,
                         double timeout_s, const std::string &work_root) {
@@ -256,7 +239,7 @@ sb::run_record run_once(const options &opt, const sb::workload &w, const sb::con
         const sb::program_run pr = sb::run_program(spec);
         if (!pr.ok()) {
             rec.res.fail(fmt::format("the worker {}{}", pr.how_it_ended(timeout_s),
-                                     pr.err.empty() ? "" : ": " + last_lines(pr.err, 3)));
+                                     pr.err.empty() ? "" : ": " + sb::last_lines(pr.err, 3)));
         } else {
             try {
                 rec.res = sb::result::from_json(pr.result);
@@ -438,7 +421,7 @@ int driver_main(options &opt) {
         const sb::program_run pr = sb::run_program(spec);
         if (!pr.ok()) {
             std::fprintf(stderr, "slabbench: the report (%s) %s: %s\n", script.c_str(),
-                         pr.how_it_ended(300).c_str(), last_lines(pr.err, 5).c_str());
+                         pr.how_it_ended(300).c_str(), sb::last_lines(pr.err, 5).c_str());
             status = 1;
         } else {
             std::printf("report: %s/index.html (plots, tables), %s/results.json, %s/results.csv\n",

@@ -32,14 +32,6 @@ struct stamp {
 };
 static_assert(sizeof(stamp) <= shared_info_bytes);
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 } // namespace
 
 tally sum(const std::vector<tally> &all) {

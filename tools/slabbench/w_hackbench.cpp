@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace slabbench {
 
 namespace {
@@ -101,6 +103,7 @@ workload hackbench_workload() {
             hackbench_setup s{};
             s.senders = static_cast<unsigned>(ctx.get_int("senders"));
             s.receivers = static_cast<unsigned>(ctx.get_int("receivers"));
+            if (ctx.threads) s.senders = s.receivers = std::max(1u, ctx.threads / 2); // --threads
             s.loops = static_cast<uint64_t>(ctx.get_int("loops"));
             s.bytes = static_cast<size_t>(ctx.get_int("bytes"));
             s.window = static_cast<size_t>(ctx.get_int("window"));

@@ -26,6 +26,7 @@
 // in wall-clock time, as a stream of objects needs both threads running.
 #include "common.hpp"
 #include "heap.hpp"
+#include "spsc_ring.hpp"
 #include "workload.hpp"
 
 #include <fmt/format.h>
@@ -154,73 +155,7 @@ double batch_ns(const Api &api, const std::vector<uint32_t> &seq, uint64_t ops, 
     return r ? double(dt) / double(r * kBatch) : 0;
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
-// Spins a little, and every 64th time gives the CPU away: with fewer free CPUs than the two
-// threads, the one waited for gets to run.
-inline void backoff(unsigned &spins) {
-    if (++spins % 64 == 0)
-        std::this_thread::yield();
-    else
-        cpu_relax();
-}
-
-// A bounded single-producer single-consumer ring of pointers. Each side publishes its index
-// every kPublish objects (and before it waits), and rereads the other's only when the ring
-// looks full or empty, so the two CPUs trade the indices' cache lines once a batch.
-class spsc_ring {
-  public:
-    void push(void *p) {
-        if (head_ - tail_seen_ == kRing) {
-            tail_seen_ = tail_pub_.load(std::memory_order_acquire);
-            if (head_ - tail_seen_ == kRing) {
-                flush();
-                unsigned spins = 0;
-                do {
-                    backoff(spins);
-                    tail_seen_ = tail_pub_.load(std::memory_order_acquire);
-                } while (head_ - tail_seen_ == kRing);
-            }
-        }
-        slots_[head_ % kRing] = p;
-        if (++head_ % kPublish == 0) flush();
-    }
-    void flush() { head_pub_.store(head_, std::memory_order_release); }
-    void *pop() {
-        if (tail_ == head_seen_) {
-            head_seen_ = head_pub_.load(std::memory_order_acquire);
-            if (tail_ == head_seen_) {
-                tail_pub_.store(tail_, std::memory_order_release);
-                unsigned spins = 0;
-                do {
-                    backoff(spins);
-                    head_seen_ = head_pub_.load(std::memory_order_acquire);
-                } while (tail_ == head_seen_);
-            }
-        }
-        void *p = slots_[tail_ % kRing];
-        if (++tail_ % kPublish == 0) tail_pub_.store(tail_, std::memory_order_release);
-        return p;
-    }
-    size_t pushed() const { return head_; }
-    size_t popped() const { return tail_; }
-
-  private:
-    static constexpr size_t kPublish = 16;
-    alignas(64) size_t head_ = 0; // the producer's line
-    size_t tail_seen_ = 0;
-    alignas(64) size_t tail_ = 0; // the consumer's line
-    size_t head_seen_ = 0;
-    alignas(64) std::atomic<size_t> head_pub_{0};
-    alignas(64) std::atomic<size_t> tail_pub_{0};
-    alignas(64) void *slots_[kRing] = {};
-};
+using remote_ring = spsc_ring<kRing>;
 
 // Pushed after a failed allocation: the consumer stops there.
 void *const kStop = reinterpret_cast<void *>(uintptr_t{1});
@@ -233,7 +168,7 @@ struct remote_outcome {
 
 template <class Api>
 remote_outcome remote_run(const Api &api, uint64_t ops, uint64_t max_ns, tally &t) {
-    auto ring = std::make_unique<spsc_ring>();
+    auto ring = std::make_unique<remote_ring>();
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     uint64_t made = 0, freed = 0, t_start = 0, t_end = 0;

@@ -205,7 +205,8 @@ double measure(unsigned order, bool batch, unsigned threads, uint64_t ops, uint6
 
 void run_pages(const run_context &ctx, result &out) {
     const std::vector<long long> orders = ctx.get_ints("orders");
-    const std::vector<long long> thread_counts = ctx.get_ints("threads");
+    const std::vector<long long> thread_counts =
+        ctx.threads ? std::vector<long long>{ctx.threads} : ctx.get_ints("threads");
     const long long ops = ctx.get_int("ops");
     const long long max_ms = ctx.get_int("max_ms");
     if (ops <= 0 || max_ms <= 0) throw std::runtime_error("pages: ops and max_ms must be > 0");

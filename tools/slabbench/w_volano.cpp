@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <stdexcept>
 
 namespace slabbench {
@@ -99,6 +101,7 @@ workload volano_workload() {
         msg::guarded(out, [&] {
             volano_setup s{};
             s.members = static_cast<unsigned>(ctx.get_int("members"));
+            if (ctx.threads) s.members = std::max(2u, ctx.threads / 2); // two threads a member
             s.messages = static_cast<uint64_t>(ctx.get_int("messages"));
             s.text = static_cast<size_t>(ctx.get_int("text"));
             s.window = static_cast<size_t>(ctx.get_int("window"));
