@@ -1,5 +1,5 @@
-"""What the scripts that preload each malloc into a program share (bench/kbuild.py,
-bench/pattern_ratios.py): the peers, where their libraries are, and small helpers.
+"""What the scripts that preload each malloc into a program share (bench/pattern_ratios.py,
+bench/thread_scaling.py): the peers, where their libraries are, and small helpers.
 
 Imported as a sibling module: each script runs as `/usr/bin/python3 bench/<script>.py`, which
 puts bench/ on the module path.
