@@ -74,10 +74,6 @@ head *factory::make(tally &t, uint32_t src, uint64_t seq, size_t len, uint32_t f
     return m;
 }
 
-void factory::settle() {
-    if (heap_.slabkit()) slabkit_cache_shrink(cache_->sc);
-}
-
 delivery factory::consume(tally &t, head *m) {
     delivery d;
     d.src = m->src;
@@ -322,7 +318,6 @@ void ledger::add(const std::string &name, uint64_t expected, const tally &t) {
 }
 
 void ledger::finish(result &out, factory &f) const {
-    f.settle();
     const heap &h = f.source();
     out.check("delivered", delivered_ == expected_ && disorder_ == 0,
               count_detail(delivered_, expected_, "messages delivered once and in order") +

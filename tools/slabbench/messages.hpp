@@ -100,10 +100,6 @@ class factory {
     delivery consume(tally &t, head *m);
 
     heap &source() { return heap_; }
-    // Hands the free heads parked on slots back to their slabs (slabkit_cache_shrink; nothing
-    // under malloc), so that the heap's count of live objects counts only heads not freed:
-    // SLUB counts the free objects of the slots' slabs as active, as its /proc/slabinfo does.
-    void settle();
 
   private:
     heap &heap_;
