@@ -220,6 +220,19 @@ struct slqb_cache : cache {
 // The static per-slot pointer array of a static cache (kmalloc's): kMaxSlots + 1 pointers.
 using slot_storage = std::array<std::atomic<slqb_cpu *>, kMaxSlots + 1>;
 
+// Boot settings (read once, by bootstrap; the kernel's slqb_min_order= and slqb_min_objects=,
+// which Nick Piggin added "to experiment with" the gigantic slabs SLUB had been measured with).
+struct settings {
+    unsigned min_order = 0;   // SLABKIT_SLQB_MIN_ORDER: no slab below this order
+    unsigned min_objects = 1; // SLABKIT_SLQB_MIN_OBJECTS: objects per slab at least
+};
+const settings &boot_settings();
+
+// SLQB's order for objects of `size` bytes (calculate_order): from the smallest order that holds
+// one object (min_order at least), the first up to order 1 that holds min_objects and leaves at
+// most 1/8 of the slab unused; failing that, the first order that holds min_objects.
+unsigned calculate_order(size_t size, const settings &st);
+
 // Sets up the three bootstrap caches (once; every entry point that needs them calls it).
 void bootstrap();
 slqb_cache *create(const cache_args &args, const char **why);

@@ -29,9 +29,28 @@ const char *const kStatNames[NR_STATS] = {
     "QUEUE_GROW",
 };
 
-// SLQB's order policy: order 0 unless that wastes more than 25% (then order 1), else the
-// smallest order that holds an object.
-static constexpr order_policy kPolicy{0, 1, 4, 1};
+// SLQB's order policy: order 0 unless that leaves more than 1/8 of the slab unused (then order
+// 1), else the smallest order that holds an object; the boot settings raise the first order
+// tried and the objects a slab must hold. The patch's comment says 1/8; its code passed 4 (a
+// quarter), which leaves objects of 1 to 2 KiB in order-0 slabs that waste up to a quarter of
+// every page - an inode of 1128 bytes three to a page, 17% of each page unused. With 1/8 those
+// go to order 1 (seven inodes in two pages, 4% unused), which took slabbench's boot footprint
+// under SLUB's (docs/slqb.md, "Watermarks and order").
+static order_policy policy_of(const settings &st) {
+    return order_policy{st.min_order, 1, 8, st.min_objects};
+}
+
+unsigned calculate_order(size_t size, const settings &st) {
+    return order_by_waste(size, policy_of(st));
+}
+
+namespace {
+settings g_settings;
+} // namespace
+
+const settings &boot_settings() {
+    return g_settings;
+}
 
 // ---- the bootstrap: three caches whose own structures are static ---------------------------
 //
@@ -55,7 +74,7 @@ platform::mutex g_boot_lock;
 
 void setup_common(slqb_cache *s, const cache_args &args) {
     describe_cache(s, args, design::slqb);
-    compute_layout(s, kPolicy);
+    compute_layout(s, policy_of(g_settings));
     // freebatch = max(4 pages' worth, min(256, 64 pages' worth)) of objects, at least 1.
     size_t fb = 64 * kPageSize / s->size < 256 ? 64 * kPageSize / s->size : 256;
     if (4 * kPageSize / s->size > fb) fb = 4 * kPageSize / s->size;
@@ -100,6 +119,10 @@ void bootstrap() {
     if (SLABKIT_LIKELY(g_booted.load(std::memory_order_acquire))) return;
     platform::lock_guard guard(g_boot_lock);
     if (g_booted.load(std::memory_order_relaxed)) return;
+    g_settings.min_order = static_cast<unsigned>(
+        platform::env_uint("SLABKIT_SLQB_MIN_ORDER", g_settings.min_order, 0, kMaxOrder));
+    g_settings.min_objects = static_cast<unsigned>(
+        platform::env_uint("SLABKIT_SLQB_MIN_OBJECTS", g_settings.min_objects, 1, 32767));
     for (unsigned m = 0; m < kNrMeta; ++m) {
         slqb_cache *s = &g_meta[m];
         char name[kNameMax];

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -248,6 +249,54 @@ TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
     free(s, p);
 }
 
+TEST(SlqbOrder, OrderZeroUnlessItLeavesMoreThanAnEighthUnused) {
+    const settings plain{};
+    // Order 0 where a page leaves at most 1/8 unused.
+    EXPECT_EQ(calculate_order(64, plain), 0u);
+    EXPECT_EQ(calculate_order(192, plain), 0u);  // 21 a page, 64 bytes left
+    EXPECT_EQ(calculate_order(584, plain), 0u);  // 7 a page, 8 bytes left
+    EXPECT_EQ(calculate_order(896, plain), 0u);  // 4 a page, 512 left: exactly 1/8
+    EXPECT_EQ(calculate_order(4096, plain), 0u); // one, nothing left
+    // Order 1 where order 0 leaves more and order 1 does not.
+    EXPECT_EQ(calculate_order(1128, plain), 1u); // 3 a page (712 left), 7 in two (296)
+    EXPECT_EQ(calculate_order(1536, plain), 1u); // 2 a page (1024 left), 5 in two (512)
+    EXPECT_EQ(calculate_order(1600, plain), 1u);
+    // Neither: the smallest order that holds one.
+    EXPECT_EQ(calculate_order(2800, plain), 0u); // 1296 left of 4 KiB, 2592 of 8 KiB
+    EXPECT_EQ(calculate_order(5000, plain), 1u);
+    EXPECT_EQ(calculate_order(20000, plain), 3u);
+}
+
+TEST(SlqbOrder, BootSettingsRaiseTheOrder) {
+    // slqb_min_order: no slab below it, whatever the waste.
+    EXPECT_EQ(calculate_order(64, settings{3, 1}), 3u);
+    EXPECT_EQ(calculate_order(1128, settings{3, 1}), 3u);
+    EXPECT_EQ(calculate_order(20000, settings{1, 1}), 3u); // the order of one object wins
+    // slqb_min_objects: the first order that holds that many.
+    EXPECT_EQ(calculate_order(64, settings{0, 16}), 0u);   // 64 a page
+    EXPECT_EQ(calculate_order(1128, settings{0, 16}), 3u); // 14 in 16 KiB, 29 in 32 KiB
+    EXPECT_EQ(calculate_order(4096, settings{0, 16}), 4u); // 16 in 64 KiB
+    EXPECT_EQ(calculate_order(1024, settings{0, 4}), 0u);  // 4 a page, nothing left
+}
+
+TEST_F(Slqb, CacheSizingFollowsTheBootSettings) {
+    // Whatever SLABKIT_SLQB_MIN_ORDER and SLABKIT_SLQB_MIN_OBJECTS say (ctest runs these tests
+    // with each set: slqb_tests_min_order_3, slqb_tests_min_objects_16).
+    const settings &st = boot_settings();
+    for (size_t size : {64, 232, 1128, 4096}) {
+        std::string name = "slqb-size-" + std::to_string(size);
+        slqb_cache *s = make(name.c_str(), size);
+        EXPECT_EQ(s->order, calculate_order(s->size, st)) << size;
+        EXPECT_GE(s->order, st.min_order) << size;
+        EXPECT_GE(s->objects, st.min_objects) << size;
+        EXPECT_EQ(s->objects, (kPageSize << s->order) / s->size) << size;
+        void *p = alloc(s);
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(virt_to_head_page(p)->order(), s->order) << size;
+        free(s, p);
+    }
+}
+
 TEST_F(Slqb, OrderCanChangeOnlyWhileEmpty) {
     slqb_cache *s = make("slqb-order", 1000);
     const char *why = nullptr;
@@ -271,7 +320,8 @@ TEST_F(Slqb, FullInboxMakesRemoteFreesSynchronous) {
     ASSERT_TRUE(tune(s, 8, 4));
     EXPECT_FALSE(tune(s, 8, 10)); // freebatch must be <= hiwater + 1
     EXPECT_FALSE(tune(s, 8, 0));
-    std::vector<void *> objs(400);
+    // Several slabs' worth, whatever the boot settings made the order.
+    std::vector<void *> objs(std::max<size_t>(400, 6 * size_t{s->objects}));
     for (auto &p : objs) p = alloc(s);
     std::thread([&] {
         for (void *p : objs) free(s, p);
