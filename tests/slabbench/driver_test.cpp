@@ -104,7 +104,12 @@ TEST(SlabbenchConfigs, FamiliesAndNames) {
     const auto peers = sb::select_configs("peers", all);
     EXPECT_EQ(peers, (std::set<std::string>{"glibc", "jemalloc", "tcmalloc", "mimalloc"}));
     const auto two = sb::select_configs("slqb,order", all);
-    EXPECT_EQ(two, (std::set<std::string>{"slqb", "slub-o0", "slab-o0"}));
+    EXPECT_EQ(two, (std::set<std::string>{"slqb", "slub-o0", "slab-o0", "slqb-o3"}));
+    const sb::config *o3 = sb::find_config(all, "slqb-o3");
+    ASSERT_NE(o3, nullptr);
+    const std::vector<std::pair<std::string, std::string>> o3_env = {
+        {"SLABKIT_ALLOCATOR", "slqb"}, {"SLABKIT_SLQB_MIN_ORDER", "3"}};
+    EXPECT_EQ(o3->env, o3_env);
     try {
         sb::select_configs("slqb,hoard", all);
         FAIL() << "no throw";

@@ -70,6 +70,21 @@ std::vector<config> all_configs(const std::string &malloc_library) {
                        "",
                        ""});
     }
+    // SLQB's slabs are order 0 (order 1 against waste) by design; its high-order variant is
+    // the experiment its slqb_min_order= setting was added for: every slab 32 KiB, SLUB's
+    // slub_max_order.
+    for (const std::string &d : designs) {
+        if (d != "slqb") continue;
+        out.push_back({d + "-o3",
+                       fam_order,
+                       false,
+                       d,
+                       "",
+                       {{"SLABKIT_ALLOCATOR", d}, {"SLABKIT_SLQB_MIN_ORDER", "3"}},
+                       "SLQB with order-3 slabs (SLABKIT_SLQB_MIN_ORDER=3, slqb_min_order=3)",
+                       "",
+                       ""});
+    }
     for (const std::string &d : designs) {
         if (d != "slqb") continue;
         for (const char *mode : {"thread", "cpu"})

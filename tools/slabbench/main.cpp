@@ -444,7 +444,7 @@ std::string workload_list() {
                 fmt::format("  {:<10}   parameters (--set {}.NAME=VALUE):{}\n", "", w.name, params);
     }
     out += "Allocator families for --allocators: designs (slqb slub slab slob, kmem_cache API), "
-           "order (slub-o0 slab-o0), slots (slqb-thread slqb-cpu), debug (<design>+debug), "
+           "order (slub-o0 slab-o0 slqb-o3), slots (slqb-thread slqb-cpu), debug (<design>+debug), "
            "malloc (<design>-malloc, preloaded), peers (glibc jemalloc tcmalloc mimalloc), all.";
     return out;
 }
