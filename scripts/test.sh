@@ -38,12 +38,13 @@ for preset in "${presets[@]}"; do
     # hold many reports it expected (the debug tests' BUG reports), which come after.
     { echo "-- $preset"
       grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log"
-      grep -E -A6 ': Failure$|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
+      # (FAIL: is what the Python tests print for a failed check.)
+      grep -E -A6 ': Failure$|^FAIL: |ERROR: (Address|Undefined|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer|Child aborted|\*\*\*Timeout|\*\*\*Exception' "$log" |
         head -100
       grep -E '^\[  FAILED  \]' "$log" | sort -u | head -40
-      # A test that died (abort, signal, timeout) says why in its last lines: often a slabkit
-      # report, which the patterns above leave out.
-      awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+:/ { if (keep) dump(); keep = /\*\*\*(Exception|Timeout)|Subprocess aborted|SEGFAULT|Child aborted/; n = 0; head = $0; next }
+      # A test that died (abort, signal, timeout) or failed says why in its last lines: often a
+      # slabkit report or a script's own message, which the patterns above leave out.
+      awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+:/ { if (keep) dump(); keep = /\*\*\*(Exception|Timeout|Failed)|Subprocess aborted|SEGFAULT|Child aborted/; n = 0; head = $0; next }
            /^ *Start +[0-9]+:/ { if (keep) dump(); keep = 0; next }
            keep { buf[n++ % 15] = $0 }
            function dump(  i) { print "last lines of: " head; for (i = (n > 15 ? n - 15 : 0); i < n; i++) print "  " buf[i % 15]; keep = 0 }
