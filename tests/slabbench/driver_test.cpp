@@ -1,5 +1,6 @@
 // driver_test.cpp - slabbench's driver: statistics, Welch's t-test, configurations, the runner,
 // results as JSON, tables and targets (tools/slabbench).
+#include "common.hpp"
 #include "configs.hpp"
 #include "outcome.hpp"
 #include "output.hpp"
@@ -10,8 +11,12 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 extern char **environ;
 
@@ -300,6 +305,30 @@ TEST(SlabbenchOutput, CsvQuotesAndJsonCarriesEverything) {
     EXPECT_EQ(j["workloads"][0]["configs"][1]["status"], "skipped");
     EXPECT_EQ(j["workloads"][0]["summary"][0]["rows"][0]["avg"], 1.5);
     EXPECT_TRUE(j["workloads"][0]["summary"][0]["rows"][0]["pct"].is_null());
+}
+
+// A thread pins itself among the CPUs the process started with, not among the ones it inherited:
+// micro pins its main thread to CPU 0 before it starts the remote case's two threads.
+TEST(SlabbenchPinning, ThreadsOfAPinnedCreatorStillReachEveryCpu) {
+    if (sb::allowed_cpus() < 2) GTEST_SKIP() << "one CPU: nothing to tell apart";
+    cpu_set_t before;
+    ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+    int cpu[2] = {-1, -1};
+    std::thread([&] {
+        ASSERT_TRUE(sb::pin_to_cpu(0)); // the creator, pinned as micro's main thread is
+        for (unsigned n : {0u, 1u})
+            std::thread([&cpu, n] {
+                ASSERT_TRUE(sb::pin_to_cpu(n));
+                cpu[n] = sched_getcpu();
+            }).join();
+    }).join();
+    EXPECT_NE(cpu[0], -1);
+    EXPECT_NE(cpu[1], -1);
+    EXPECT_NE(cpu[0], cpu[1]);
+    // This thread's own mask is untouched (the pinning happened in the threads above).
+    cpu_set_t after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&before, &after));
 }
 
 TEST(SlabbenchRegistry, EveryWorkloadIsDescribed) {

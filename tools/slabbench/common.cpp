@@ -26,23 +26,34 @@ uint64_t thread_cpu_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-unsigned allowed_cpus() {
+namespace {
+
+// The CPUs the process may run on, read once before main (before any thread pins itself). A
+// thread's own mask is no guide: a new thread inherits its creator's, so after micro pinned its
+// main thread to CPU 0, its remote case's producer and consumer found a mask of one CPU and both
+// "pinned" themselves there - the remote frees were never remote.
+struct process_cpus {
     cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-    const int n = CPU_COUNT(&set);
-    return n > 0 ? static_cast<unsigned>(n) : 1u;
+    int count = 0;
+    process_cpus() {
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0) count = CPU_COUNT(&set);
+    }
+};
+const process_cpus g_process_cpus;
+
+} // namespace
+
+unsigned allowed_cpus() {
+    return g_process_cpus.count > 0 ? static_cast<unsigned>(g_process_cpus.count) : 1u;
 }
 
 bool pin_to_cpu(unsigned n) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
-    const int count = CPU_COUNT(&set);
+    const int count = g_process_cpus.count;
     if (count <= 0) return false;
     unsigned want = n % static_cast<unsigned>(count);
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (!CPU_ISSET(cpu, &set)) continue;
+        if (!CPU_ISSET(cpu, &g_process_cpus.set)) continue;
         if (want-- == 0) {
             cpu_set_t one;
             CPU_ZERO(&one);

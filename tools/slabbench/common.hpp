@@ -10,10 +10,11 @@ namespace slabbench {
 uint64_t now_ns();
 // The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID).
 uint64_t thread_cpu_ns();
-// Pins the calling thread to the n-th CPU of the process's affinity mask (n modulo their
-// count); false when the mask cannot be set (the thread then runs where the OS puts it).
+// Pins the calling thread to the n-th CPU of the process's affinity mask as it was at start
+// (n modulo their count), whatever mask the thread inherited from its creator; false when the
+// mask cannot be set (the thread then runs where the OS puts it).
 bool pin_to_cpu(unsigned n);
-// CPUs in the process's affinity mask.
+// CPUs in the process's affinity mask at start.
 unsigned allowed_cpus();
 // The process's peak and current resident set in KiB (getrusage / /proc/self/statm).
 uint64_t peak_rss_kib();

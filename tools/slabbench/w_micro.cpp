@@ -30,6 +30,7 @@
 #include "workload.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -164,6 +165,7 @@ struct remote_outcome {
     double mobj_s = 0;
     bool balanced = false;
     std::string detail;
+    int producer_cpu = -1, consumer_cpu = -1; // where each ran (sched_getcpu after pinning)
 };
 
 template <class Api>
@@ -173,6 +175,7 @@ remote_outcome remote_run(const Api &api, uint64_t ops, uint64_t max_ns, tally &
     std::atomic<bool> go{false};
     uint64_t made = 0, freed = 0, t_start = 0, t_end = 0;
     bool failed = false;
+    int producer_cpu = -1, consumer_cpu = -1;
     // Each thread's first allocation and free (its slot, its caches) happen before the start.
     auto warm = [&] {
         if (void *p = api.alloc()) {
@@ -182,6 +185,7 @@ remote_outcome remote_run(const Api &api, uint64_t ops, uint64_t max_ns, tally &
     };
     std::thread consumer([&] {
         pin_to_cpu(1);
+        consumer_cpu = sched_getcpu();
         warm();
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) cpu_relax();
@@ -195,6 +199,7 @@ remote_outcome remote_run(const Api &api, uint64_t ops, uint64_t max_ns, tally &
     });
     std::thread producer([&] {
         pin_to_cpu(0);
+        producer_cpu = sched_getcpu();
         warm();
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) cpu_relax();
@@ -224,6 +229,8 @@ remote_outcome remote_run(const Api &api, uint64_t ops, uint64_t max_ns, tally &
     r.detail = fmt::format("{} passed, {} freed, ring {} in {} out", made, freed, ring->pushed(),
                            ring->popped());
     r.mobj_s = t_end > t_start ? double(freed) * 1e3 / double(t_end - t_start) : 0;
+    r.producer_cpu = producer_cpu;
+    r.consumer_cpu = consumer_cpu;
     return r;
 }
 
@@ -310,10 +317,18 @@ std::vector<uint32_t> free_order(const std::string &kind) {
     return seq;
 }
 
+// What the remote cases' checks collect over a run: the ring balanced, and the producer and
+// the consumer on two CPUs (where the process has two).
+struct remote_checks {
+    bool balanced = true;
+    std::string balanced_detail;
+    bool two_cpus = true;
+    std::string cpus_detail;
+};
+
 template <class Api>
 void run_series(const Api &api, const std::string &prefix, size_t size, uint64_t ops,
-                uint64_t max_ns, result &out, tally &t, bool &remote_ok,
-                std::string &remote_detail) {
+                uint64_t max_ns, result &out, tally &t, remote_checks &rc) {
     const std::string sz = std::to_string(size);
     out.add(prefix + "pair/" + sz, "alloc+free", "ns/obj", better::lower,
             pair_ns(api, ops, max_ns, t));
@@ -321,12 +336,21 @@ void run_series(const Api &api, const std::string &prefix, size_t size, uint64_t
         out.add(prefix + kind + "/" + sz, "alloc+free", "ns/obj", better::lower,
                 batch_ns(api, free_order(kind), ops, max_ns, t));
     const remote_outcome r = remote_run(api, ops, max_ns, t);
-    out.add(prefix + "remote/" + sz, "remote free", "Mobj/s", better::higher, r.mobj_s);
+    const std::string name = prefix + "remote/" + sz;
+    out.add(name, "remote free", "Mobj/s", better::higher, r.mobj_s);
     if (!r.balanced) {
-        remote_ok = false;
-        remote_detail = prefix + "remote/" + sz + ": " + r.detail;
-    } else if (remote_detail.empty()) {
-        remote_detail = r.detail;
+        rc.balanced = false;
+        rc.balanced_detail = name + ": " + r.detail;
+    } else if (rc.balanced_detail.empty()) {
+        rc.balanced_detail = r.detail;
+    }
+    const std::string cpus = fmt::format("{}: producer on CPU {}, consumer on CPU {}", name,
+                                         r.producer_cpu, r.consumer_cpu);
+    if (allowed_cpus() >= 2 && (r.producer_cpu < 0 || r.producer_cpu == r.consumer_cpu)) {
+        rc.two_cpus = false;
+        rc.cpus_detail = cpus;
+    } else if (rc.cpus_detail.empty()) {
+        rc.cpus_detail = allowed_cpus() >= 2 ? cpus : cpus + " (the process has one CPU)";
     }
 }
 
@@ -350,17 +374,15 @@ void run_micro(const run_context &ctx, result &out) {
     pin_to_cpu(0);
 
     tally t;
-    bool remote_ok = true;
-    std::string remote_detail;
+    remote_checks rc;
     std::vector<heap::cache *> made;
     for (long long s : sizes) {
         heap::cache *c = h.make_cache(fmt::format("micro-{}", s), size_t(s));
         made.push_back(c);
-        run_series(via_cache{&h, c}, "", size_t(s), uint64_t(ops), max_ns, out, t, remote_ok,
-                   remote_detail);
+        run_series(via_cache{&h, c}, "", size_t(s), uint64_t(ops), max_ns, out, t, rc);
         if (h.slabkit())
             run_series(via_kmalloc{&h, size_t(s)}, "kmalloc-", size_t(s), uint64_t(ops), max_ns,
-                       out, t, remote_ok, remote_detail);
+                       out, t, rc);
     }
     if (!lives.empty()) {
         heap::cache *c = h.make_cache("micro-live-64", 64);
@@ -382,7 +404,8 @@ void run_micro(const run_context &ctx, result &out) {
               fmt::format("{} allocations, {} failed", t.allocated, t.failed));
     out.check("balanced", t.allocated == t.freed,
               count_detail(t.freed, t.allocated, "objects freed"));
-    out.check("remote ring", remote_ok, remote_detail);
+    out.check("remote ring", rc.balanced, rc.balanced_detail);
+    out.check("remote across CPUs", rc.two_cpus, rc.cpus_detail);
     if (h.slabkit()) {
         const long long live = h.live_objects();
         out.check("no leak", live == 0,
