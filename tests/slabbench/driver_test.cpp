@@ -273,8 +273,26 @@ TEST(SlabbenchOutcome, TargetsSayWhatTheyMeasured) {
     h.runs[1].res.note("alloc_slow_pct", 2.0);
     h.runs[1].res.note("free_slow_pct", 5.0);
     sb::summarize_outcome(h, {"slqb", "slub"});
-    const std::vector<sb::target_outcome> t = sb::evaluate_targets({b, h});
-    ASSERT_GE(t.size(), 4u);
+    // micro's remote cases, with counters over those cases beside the whole run's: the target
+    // names the cases' own.
+    const sb::workload micro = fake_workload("micro");
+    sb::workload_outcome m;
+    m.w = &micro;
+    m.baseline = "slub";
+    m.configs = {{"slqb", "", "ok", ""}, {"slab", "", "ok", ""}};
+    m.runs = {fake_run("slqb", 0, "remote/64", 10.0, sb::better::higher),
+              fake_run("slab", 0, "remote/64", 20.0, sb::better::higher)};
+    m.runs[0].res.note("alloc_slow_pct", 30.0); // the batches' slabs, in the whole run
+    m.runs[0].res.note("free_slow_pct", 1.0);
+    m.runs[0].res.note("remote/alloc_slow_pct", 0.2);
+    m.runs[0].res.note("remote/free_slow_pct", 0.4);
+    m.runs[1].res.note("alloc_slow_pct", 5.0);
+    m.runs[1].res.note("free_slow_pct", 2.0);
+    m.runs[1].res.note("remote/alloc_slow_pct", 1.5);
+    m.runs[1].res.note("remote/free_slow_pct", 1.6);
+    sb::summarize_outcome(m, {"slqb", "slab"});
+    const std::vector<sb::target_outcome> t = sb::evaluate_targets({b, h, m});
+    ASSERT_GE(t.size(), 8u);
     EXPECT_TRUE(t[0].measured);
     EXPECT_TRUE(t[0].met) << t[0].detail;  // 2600 <= 2658
     EXPECT_FALSE(t[1].met) << t[1].detail; // 2600 is 13% over 2300
@@ -283,7 +301,18 @@ TEST(SlabbenchOutcome, TargetsSayWhatTheyMeasured) {
     EXPECT_TRUE(t[2].measured);
     EXPECT_FALSE(t[2].met);
     EXPECT_NE(t[2].detail.find("free path"), std::string::npos) << t[2].detail;
-    EXPECT_FALSE(t[3].measured); // micro did not run
+    EXPECT_EQ(t[3].name, "SLQB ahead of SLUB on micro (remote/*)");
+    EXPECT_FALSE(t[3].measured); // no slub in micro
+    EXPECT_EQ(t[4].name, "SLQB ahead of SLUB on netperf (stream64/*)");
+    EXPECT_FALSE(t[4].measured); // netperf did not run
+    EXPECT_EQ(t[6].name, "SLQB ahead of SLAB on micro (remote/*)");
+    EXPECT_TRUE(t[6].measured);
+    EXPECT_FALSE(t[6].met);
+    EXPECT_NE(t[6].detail.find("over the remote/* cases: SLQB 0.2% of allocations and 0.4% of "
+                               "frees, slab 1.5% and 1.6%"),
+              std::string::npos)
+        << t[6].detail;
+    EXPECT_NE(t[6].detail.find("neither slow path"), std::string::npos) << t[6].detail;
     const std::string s = sb::format_summary({b, h}, t);
     EXPECT_NE(s.find("[not met]"), std::string::npos) << s;
     EXPECT_NE(s.find("[not run]"), std::string::npos) << s;

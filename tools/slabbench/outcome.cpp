@@ -108,23 +108,36 @@ double note_avg(const workload_outcome &o, const std::string &config, const std:
 }
 
 // Which of the design's paths cost it, from the counters the workers note: the share of
-// allocations and frees that took the slow path, SLQB beside the other design.
-std::string slow_path_detail(const workload_outcome &o, const std::string &other) {
-    const double qa = note_avg(o, "slqb", "alloc_slow_pct"),
-                 qf = note_avg(o, "slqb", "free_slow_pct");
-    const double oa = note_avg(o, other, "alloc_slow_pct"),
-                 of = note_avg(o, other, "free_slow_pct");
-    if (std::isnan(qa) || std::isnan(oa)) return "";
+// allocations and frees that took the slow path, SLQB beside the other design. A workload may
+// note them over the target's cases alone (`<prefix>alloc_slow_pct`, micro's remote cases);
+// otherwise they cover the whole run.
+std::string slow_path_detail(const workload_outcome &o, const std::string &other,
+                             const std::string &prefix) {
+    auto counters = [&](const std::string &key_prefix, double v[4]) {
+        v[0] = note_avg(o, "slqb", key_prefix + "alloc_slow_pct");
+        v[1] = note_avg(o, "slqb", key_prefix + "free_slow_pct");
+        v[2] = note_avg(o, other, key_prefix + "alloc_slow_pct");
+        v[3] = note_avg(o, other, key_prefix + "free_slow_pct");
+        return !std::isnan(v[0]) && !std::isnan(v[2]);
+    };
+    double v[4];
+    std::string over = fmt::format(" over the {}* cases", prefix);
+    if (prefix.empty() || !counters(prefix, v)) {
+        over = "";
+        if (!counters("", v)) return "";
+    }
+    const double qa = v[0], qf = v[1], oa = v[2], of = v[3];
     std::string where;
     if (qf - of > qa - oa && qf > of)
         where = "its free path";
     else if (qa > oa)
         where = "its allocation path";
     else
-        where = "neither slow path more often (the fast paths' own cost)";
-    return fmt::format("; slow paths: SLQB {:.1f}% of allocations and {:.1f}% of frees, {} {:.1f}% "
-                       "and {:.1f}%: the cost is in {}",
-                       qa, qf, other, oa, of, where);
+        where = "neither slow path more often (the cost is per object: the fast paths, and the "
+                "work a batched slow path does for each object it moves)";
+    return fmt::format("; slow paths{}: SLQB {:.1f}% of allocations and {:.1f}% of frees, {} "
+                       "{:.1f}% and {:.1f}%: the cost is in {}",
+                       over, qa, qf, other, oa, of, where);
 }
 
 // SLQB ahead of `other` on every case of `o` whose name starts with `prefix` ("" for all).
@@ -158,7 +171,7 @@ target_outcome ahead(const workload_outcome *o, const char *workload, const std:
     t.measured = true;
     t.met = wins == cases;
     t.detail = fmt::format("SLQB better in {} of {} cases", wins, cases);
-    if (!lost.empty()) t.detail += "; behind in " + lost + slow_path_detail(*o, other);
+    if (!lost.empty()) t.detail += "; behind in " + lost + slow_path_detail(*o, other, prefix);
     return t;
 }
 

@@ -324,6 +324,10 @@ struct remote_checks {
     std::string balanced_detail;
     bool two_cpus = true;
     std::string cpus_detail;
+    // slabkit's activity over the remote/<size> cases alone (the targets' cases; noted as
+    // remote/alloc_slow_pct and remote/free_slow_pct, so that a target names the path that cost
+    // SLQB there rather than in the whole workload's batches).
+    heap::activity activity;
 };
 
 template <class Api>
@@ -335,7 +339,16 @@ void run_series(const Api &api, const std::string &prefix, size_t size, uint64_t
     for (const char *kind : {"lifo", "fifo", "random"})
         out.add(prefix + kind + "/" + sz, "alloc+free", "ns/obj", better::lower,
                 batch_ns(api, free_order(kind), ops, max_ns, t));
+    const bool counted = prefix.empty() && api.h->slabkit();
+    const heap::activity before = counted ? api.h->total_activity() : heap::activity{};
     const remote_outcome r = remote_run(api, ops, max_ns, t);
+    if (counted) {
+        const heap::activity after = api.h->total_activity();
+        rc.activity.allocs += after.allocs - before.allocs;
+        rc.activity.alloc_slow += after.alloc_slow - before.alloc_slow;
+        rc.activity.frees += after.frees - before.frees;
+        rc.activity.free_slow += after.free_slow - before.free_slow;
+    }
     const std::string name = prefix + "remote/" + sz;
     out.add(name, "remote free", "Mobj/s", better::higher, r.mobj_s);
     if (!r.balanced) {
@@ -406,6 +419,12 @@ void run_micro(const run_context &ctx, result &out) {
               count_detail(t.freed, t.allocated, "objects freed"));
     out.check("remote ring", rc.balanced, rc.balanced_detail);
     out.check("remote across CPUs", rc.two_cpus, rc.cpus_detail);
+    if (rc.activity.allocs)
+        out.note("remote/alloc_slow_pct",
+                 100.0 * double(rc.activity.alloc_slow) / double(rc.activity.allocs));
+    if (rc.activity.frees)
+        out.note("remote/free_slow_pct",
+                 100.0 * double(rc.activity.free_slow) / double(rc.activity.frees));
     if (h.slabkit()) {
         const long long live = h.live_objects();
         out.check("no leak", live == 0,
