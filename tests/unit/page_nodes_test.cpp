@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -134,6 +137,31 @@ TEST_F(PageAllocatorStats, ChunksGrowWhenOneIsFull) {
 
 using PageAllocatorNodes = PageAllocatorFixture;
 
+// Keeps the calling thread on the CPU it runs on until the end of the scope. With the CPUs'
+// slots (SLABKIT_SLOTS=cpu, ctest's slabkit_tests_cpu) a thread's per-slot page list is its
+// CPU's: a thread that moves between a free and the next allocation meets another list.
+class stay_on_this_cpu {
+  public:
+    stay_on_this_cpu() {
+        had_ = pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) == 0;
+        const int cpu = sched_getcpu();
+        if (!had_ || cpu < 0) return;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    }
+    ~stay_on_this_cpu() {
+        if (had_) pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
+    }
+    stay_on_this_cpu(const stay_on_this_cpu &) = delete;
+    stay_on_this_cpu &operator=(const stay_on_this_cpu &) = delete;
+
+  private:
+    cpu_set_t old_{};
+    bool had_ = false;
+};
+
 // kThisNode with kAnyNode means "the calling thread's node and no other", also when the
 // thread's per-slot lists hold another node's pages.
 TEST_F(PageAllocatorNodes, AnyNodeWithThisNodeMeansTheCallersNode) {
@@ -144,6 +172,7 @@ TEST_F(PageAllocatorNodes, AnyNodeWithThisNodeMeansTheCallersNode) {
     // Assumes the thread stays on its node's CPUs (true on one-node machines, where mine == 0).
     if (platform::numa().nodes != 1) GTEST_SKIP() << "needs a one-node machine";
     const int other = static_cast<int>(1 - mine);
+    const stay_on_this_cpu pinned; // the per-slot list the free fills is the one alloc reads
     pa.drain();
     void *foreign = pa.alloc(0, other, kThisNode);
     ASSERT_NE(foreign, nullptr);
