@@ -30,6 +30,11 @@ if(NOT SLABKIT_SANITIZE)
 endif()
 
 # ---- install ---------------------------------------------------------------------------------
+# (SLABKIT_INSTALL, on by default: a project that vendors slabkit installs libslabkit.so with
+# the programs that need it.)
+if(NOT SLABKIT_INSTALL)
+  return()
+endif()
 set(SLABKIT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/slabkit)
 
 install(TARGETS slabkit EXPORT slabkit-targets

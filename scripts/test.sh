@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds and runs every test under every preset: release (g++), clang (warnings check),
 # debug (ASan + UBSan), tsan (ThreadSanitizer). Also checks the layering rule and formatting.
-# Usage: scripts/test.sh [preset ...]   (default: all four)
+# Then builds the whole tree once more as users build it: plain CMake, CMAKE_BUILD_TYPE=Release
+# (-O3), g++, no preset ("plain": a build with -Werror, no tests run; the library as a
+# subproject is tested by the release and clang presets' subproject_* tests).
+# Usage: scripts/test.sh [preset ...]   (default: release clang debug tsan plain)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh || exit 1
 presets=("$@")
-((${#presets[@]})) || presets=(release clang debug tsan)
+((${#presets[@]})) || presets=(release clang debug tsan plain)
 jobs=$(nproc)
 failed_steps=()
 failure_notes=$(mktemp)
@@ -17,6 +20,13 @@ echo "== layering rule"; tools/check_layers.sh || failed_steps+=("layering")
 echo "== formatting"; tools/check_format.sh || failed_steps+=("format")
 
 for preset in "${presets[@]}"; do
+  if [ "$preset" = plain ]; then
+    echo "== plain Release build (g++, no preset)"
+    cmake -S . -B build/plain-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLABKIT_WERROR=ON \
+      -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ >/dev/null &&
+      cmake --build build/plain-release -j "$jobs" || failed_steps+=("plain Release build")
+    continue
+  fi
   echo "== preset $preset: configure and build"
   if ! cmake --preset "$preset" >/dev/null || ! cmake --build --preset "$preset" -j "$jobs"; then
     failed_steps+=("$preset build"); continue
