@@ -2,13 +2,15 @@
 """Allocation patterns of real programs, each in a process of its own (bench/pattern_bench),
 under slabkit's malloc replacement (LD_PRELOAD=libslabkit-malloc.so, one run per design picked
 with SLABKIT_ALLOCATOR: by default every design the library has) and under each of glibc malloc
-(no preload), jemalloc, tcmalloc and mimalloc: prints the time and the peak RSS of every pattern
+(no preload), jemalloc, tcmalloc and mimalloc, snmalloc and mimalloc 3 when
+../shared/peers/build.sh built them into build/peers, and any --peer NAME=LIB: prints the time and the peak RSS of every pattern
 as markdown tables, with the ratios of each design to the fastest (leanest) peer and to glibc,
 and a PASS/MISS line per target.
 
 Usage: /usr/bin/python3 bench/pattern_ratios.py [--quick] [--rounds N] [--scale F] [--seed N]
                                                 [--patterns LIST] [--designs LIST]
-                                                [--peers LIST] [--binary PATH]
+                                                [--peers LIST] [--peer NAME=LIB ...]
+                                                [--no-strong-peers] [--binary PATH]
                                                 [--library PATH] [--timeout S]
                                                 [--json PATH] [--verbose]
 
@@ -67,7 +69,7 @@ import subprocess
 import sys
 import time
 
-from peers import PEERS, locate_peers, log, ratio, shown
+from peers import PEERS, add_peer_option, extra_peers, locate_peers, log, ratio, shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BINARY = os.path.join(REPO, "build", "release", "bench", "pattern_bench")
@@ -112,6 +114,7 @@ def parse_args():
                          "slabkit_designs() lists them)")
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="the peers, comma-separated (default: %(default)s)")
+    add_peer_option(ap)
     ap.add_argument("--binary", default=DEFAULT_BINARY,
                     help="the pattern_bench executable (default: %(default)s)")
     ap.add_argument("--baseline", default=None, metavar="LIBRARY",
@@ -153,6 +156,9 @@ def parse_args():
     for p in args.peers:
         if p not in PEERS:
             ap.error(f"unknown peer {p!r} (known: {', '.join(PEERS)})")
+    # snmalloc and mimalloc 3 from build/peers, and each --peer NAME=LIB, after Debian's.
+    args.extra_peers = dict(extra_peers(args))
+    args.peers += [p for p in args.extra_peers if p not in args.peers]
     if args.designs is None:
         args.designs = library_designs(args.binary, args.library)
     else:
@@ -268,7 +274,7 @@ def plan(args):
         env["SLABKIT_ALLOCATOR"] = design
         admit_slabkit(Allocator(name, library, env, design), args.binary, allocs, missing,
                       errors)
-    admit_peers(args.peers, args.binary, Allocator, allocs, missing)
+    admit_peers(args.peers, args.binary, Allocator, allocs, missing, args.extra_peers)
     return allocs, missing, errors
 
 
@@ -293,10 +299,11 @@ def admit_slabkit(alloc, binary, allocs, missing, errors):
         allocs.append(alloc)
 
 
-def admit_peers(names, binary, make, allocs, missing):
+def admit_peers(names, binary, make, allocs, missing, extra=None):
     """Adds each installed peer whose preload takes (make(name, library, env) builds it);
-    the others go to missing with the reason."""
-    found, not_installed = locate_peers(names)
+    the others go to missing with the reason. extra: {name: library} of the peers that are not
+    Debian's."""
+    found, not_installed = locate_peers(names, extra)
     missing.update(not_installed)
     for peer, path in found:
         env = base_env()

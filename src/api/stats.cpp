@@ -316,8 +316,11 @@ size_t api::malloc_info_xml(char *buf, size_t size) {
         unsigned n;
         heap_totals totals; // from the same walk as the rows
     };
-    static walk w; // under g_info_lock
-    static platform::mutex g_info_lock;
+    // Both constant-initialised (constinit): a function-local static with a run-time
+    // initialisation would need the C++ runtime's __cxa_guard_acquire, and with it libstdc++ in
+    // every process that preloads libslabkit-malloc.so.
+    constinit static walk w{}; // under g_info_lock
+    constinit static platform::mutex g_info_lock;
     platform::lock_guard guard(g_info_lock);
     w.n = 0;
     w.totals = heap_totals{};
