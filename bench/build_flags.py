@@ -21,12 +21,12 @@ Usage: /usr/bin/python3 bench/build_flags.py [--variants a,b] [--rounds N] [--de
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 
 import peers as peerlib
+from linked_ratios import run as run_pair
 
 REPO = peerlib.REPO
 # name -> (CMAKE_BUILD_TYPE, extra C/C++ flags, extra CMake arguments)
@@ -56,25 +56,6 @@ def build(name, where):
     # configuration is compared, whose worker merely starts the compilers, so the reference
     # build's binary stands in.
     return where
-
-
-def run_pair(binary, env_extra, preload, min_time, filt):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env.update(env_extra)
-    if preload:
-        env["LD_PRELOAD"] = preload
-    cmd = [binary, "--benchmark_format=json", f"--benchmark_min_time={min_time}",
-           f"--benchmark_filter={filt}"]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        sys.exit(f"build_flags: {' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
-    data = json.loads(out.stdout)
-    times = {}
-    for b in data["benchmarks"]:
-        bench, size = b["name"].split("/")[:2]
-        times[(bench, int(size))] = b["cpu_time"]
-    return data["context"], times
 
 
 def main():

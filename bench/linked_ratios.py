@@ -38,16 +38,21 @@ SIZES = (32, 64, 256, 1024)
 TARGET = 0.8
 
 
-def run(binary, env_extra, preload, min_time):
+def run(binary, env_extra, preload, min_time, bench_filter=None):
+    """linked_pair's context and {(benchmark, size): CPU ns per pair} from one process with
+    env_extra set and preload preloaded (bench/build_flags.py uses it too)."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.update(env_extra)
     if preload:
         env["LD_PRELOAD"] = preload
     cmd = [binary, "--benchmark_format=json", f"--benchmark_min_time={min_time}"]
+    if bench_filter:
+        cmd.append(f"--benchmark_filter={bench_filter}")
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
-        sys.exit(f"linked_ratios: {' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {' '.join(cmd)} failed ({out.returncode}): "
+                 f"{out.stderr[-2000:]}")
     data = json.loads(out.stdout)
     times = {}
     for b in data["benchmarks"]:
