@@ -13,8 +13,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -140,6 +143,56 @@ TEST(SlabbenchConfigs, CompareBuildAddsOurConfigurationsFromTheOtherBuild) {
         }
     }
     EXPECT_EQ(sb::find_config(both, "glibc@base"), nullptr);
+}
+
+TEST(SlabbenchConfigs, ExtraPeersJoinThePeersAndBadOnesAreNamed) {
+    const std::vector<sb::config> all = sb::all_configs("/x/libslabkit-malloc.so");
+    // A folder with one of the strong peers' libraries (any readable file stands in).
+    char dir[] = "/tmp/slabbench-peers-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string snmalloc = std::string(dir) + "/libsnmalloc.so";
+    std::fclose(std::fopen(snmalloc.c_str(), "w"));
+
+    std::vector<sb::config> with = sb::with_extra_peers(all, {"mine=/bin/true"}, dir);
+    ASSERT_EQ(with.size(), all.size() + 2); // mimalloc 3 is not in the folder
+    const sb::config *sn = sb::find_config(with, "snmalloc");
+    ASSERT_NE(sn, nullptr);
+    EXPECT_EQ(sn->preload, snmalloc);
+    EXPECT_TRUE(sn->malloc_api);
+    EXPECT_TRUE(sn->design.empty());
+    EXPECT_EQ(sb::find_config(with, "mimalloc3"), nullptr);
+    const sb::config *mine = sb::find_config(with, "mine");
+    ASSERT_NE(mine, nullptr);
+    EXPECT_EQ(mine->preload, "/bin/true");
+    // Both are peers: the family selects them.
+    const std::set<std::string> peers = sb::select_configs("peers", with);
+    EXPECT_TRUE(peers.count("snmalloc") && peers.count("mine") && peers.count("glibc"));
+    // A --peer of a strong peer's name replaces the folder's library.
+    with = sb::with_extra_peers(all, {"snmalloc=/bin/true"}, dir);
+    ASSERT_NE(sb::find_config(with, "snmalloc"), nullptr);
+    EXPECT_EQ(sb::find_config(with, "snmalloc")->preload, "/bin/true");
+    EXPECT_EQ(with.size(), all.size() + 1);
+    // No folder: no strong peers.
+    EXPECT_EQ(sb::with_extra_peers(all, {}, "").size(), all.size());
+
+    auto error_of = [&all](const std::string &spec) {
+        try {
+            sb::with_extra_peers(all, {spec}, "");
+        } catch (const std::runtime_error &e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(error_of("noequals").find("expected NAME=LIBRARY"), std::string::npos);
+    EXPECT_NE(error_of("=/bin/true").find("expected NAME=LIBRARY"), std::string::npos);
+    EXPECT_NE(error_of("x=").find("expected NAME=LIBRARY"), std::string::npos);
+    EXPECT_NE(error_of("x=/no/such/lib.so").find("/no/such/lib.so is not a file"),
+              std::string::npos);
+    EXPECT_NE(error_of("x=/tmp").find("/tmp is not a file"), std::string::npos);
+    EXPECT_NE(error_of("glibc=/bin/true").find("the name glibc is taken"), std::string::npos);
+    EXPECT_NE(error_of("slqb-malloc=/bin/true").find("is taken"), std::string::npos);
+    std::remove(snmalloc.c_str());
+    rmdir(dir);
 }
 
 TEST(SlabbenchConfigs, EnvironmentDropsWhatWouldChangeTheMeasurement) {

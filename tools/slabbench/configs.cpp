@@ -5,6 +5,7 @@
 
 #include <slabkit/slabkit.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -146,6 +147,40 @@ std::vector<config> all_configs(const std::string &malloc_library) {
                        ""});
     }
     return out;
+}
+
+std::vector<config> with_extra_peers(std::vector<config> all, const std::vector<std::string> &specs,
+                                     const std::string &strong_dir) {
+    auto add = [&all](const std::string &name, const std::string &path, const std::string &what) {
+        for (const config &c : all)
+            if (c.name == name)
+                throw std::runtime_error(
+                    fmt::format("--peer {}: the name {} is taken by a configuration", name, name));
+        all.push_back({name, fam_peers, true, "", path, {}, what, "", ""});
+    };
+    static const struct {
+        const char *name, *file, *what;
+    } strong[] = {{"snmalloc", "libsnmalloc.so", "snmalloc 0.7.5"},
+                  {"mimalloc3", "libmimalloc3.so", "mimalloc 3.4.3"}};
+    std::set<std::string> named;
+    for (const std::string &spec : specs) named.insert(spec.substr(0, spec.find('=')));
+    if (!strong_dir.empty())
+        for (const auto &p : strong)
+            if (!named.count(p.name) && access((strong_dir + "/" + p.file).c_str(), R_OK) == 0)
+                add(p.name, strong_dir + "/" + p.file,
+                    fmt::format("{} ({}/{}, built by ../shared/peers/build.sh) preloaded", p.what,
+                                strong_dir, p.file));
+    for (const std::string &spec : specs) {
+        const size_t eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+            throw std::runtime_error(fmt::format("--peer '{}': expected NAME=LIBRARY", spec));
+        const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+        struct stat st;
+        if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+            throw std::runtime_error(fmt::format("--peer '{}': {} is not a file", spec, path));
+        add(name, path, fmt::format("{} ({}) preloaded", name, path));
+    }
+    return all;
 }
 
 std::vector<config> with_compare_build(const std::vector<config> &all,

@@ -46,6 +46,13 @@ const config *find_config(const std::vector<config> &all, const std::string &nam
 // std::runtime_error naming an item it does not know, and what it knows.
 std::set<std::string> select_configs(const std::string &spec, const std::vector<config> &all);
 
+// Other allocators as peers, each a "NAME=LIBRARY" preloaded like Debian's (--peer), and the
+// strongest peers that ../shared/peers/build.sh builds into `strong_dir` (snmalloc and mimalloc
+// 3: libsnmalloc.so, libmimalloc3.so) when they are there. Throws std::runtime_error naming a
+// malformed item, a library that is not a file, or a name that is taken.
+std::vector<config> with_extra_peers(std::vector<config> all, const std::vector<std::string> &specs,
+                                     const std::string &strong_dir);
+
 // Before and after in one run: for each of slabkit's configurations among `chosen`, the same
 // configuration from another build folder of the project (`build`: its slabbench as the worker,
 // its libslabkit-malloc.so preloaded), named "<name>@base" and placed right after it. A build

@@ -138,7 +138,9 @@ struct options {
     std::vector<std::string> set;
     double timeout_s = 0; // 0: the scale's
     std::string malloc_library;
-    std::string compare; // another build folder: before and after in one run
+    std::string compare;            // another build folder: before and after in one run
+    std::vector<std::string> peers; // --peer NAME=LIBRARY
+    bool strong_peers = true;       // snmalloc and mimalloc 3 from build/peers when built
     bool progress = true;
     bool strict = false;
     std::string command;
@@ -151,6 +153,11 @@ std::string default_malloc_library() {
           self.parent_path().parent_path().parent_path() / "libslabkit-malloc.so"})
         if (fs::exists(p)) return fs::weakly_canonical(p).string();
     return (self.parent_path().parent_path().parent_path() / "libslabkit-malloc.so").string();
+}
+
+// Where ../shared/peers/build.sh puts snmalloc and mimalloc 3 for the project's benchmarks.
+std::string strong_peers_dir() {
+    return (fs::path(SLABBENCH_REPO_DIR) / "build" / "peers").string();
 }
 
 // A progress line on stderr: rewritten in place on a terminal, one line per configuration
@@ -268,6 +275,8 @@ int driver_main(options &opt) {
     std::vector<const sb::workload *> todo;
     std::map<std::string, std::string> set;
     try {
+        configs = sb::with_extra_peers(std::move(configs), opt.peers,
+                                       opt.strong_peers ? strong_peers_dir() : "");
         chosen = sb::select_configs(opt.allocators, configs);
         if (!opt.compare.empty()) {
             configs = sb::with_compare_build(configs, chosen, opt.compare);
@@ -445,7 +454,8 @@ std::string workload_list() {
     }
     out += "Allocator families for --allocators: designs (slqb slub slab slob, kmem_cache API), "
            "order (slub-o0 slab-o0 slqb-o3), slots (slqb-thread slqb-cpu), debug (<design>+debug), "
-           "malloc (<design>-malloc, preloaded), peers (glibc jemalloc tcmalloc mimalloc), all.";
+           "malloc (<design>-malloc, preloaded), peers (glibc jemalloc tcmalloc mimalloc, snmalloc "
+           "mimalloc3 from build/peers, --peer), all.";
     return out;
 }
 
@@ -459,7 +469,8 @@ void print_details() {
         std::printf("\n");
     }
     std::printf("Configurations:\n");
-    for (const sb::config &c : sb::all_configs(default_malloc_library()))
+    for (const sb::config &c :
+         sb::with_extra_peers(sb::all_configs(default_malloc_library()), {}, strong_peers_dir()))
         std::printf("  %-14s %s%s\n", c.name.c_str(), c.what.c_str(),
                     c.missing.empty() ? "" : fmt::format(" [not here: {}]", c.missing).c_str());
 }
@@ -498,6 +509,12 @@ int main(int argc, char **argv) {
                    "another build folder of slabkit (e.g. an older commit's build/release): each "
                    "of slabkit's configurations also runs from there, as <name>@base, in the same "
                    "run (before and after)");
+    app.add_option("--peer", opt.peers,
+                   "another allocator's LD_PRELOAD library as a peer, NAME=LIBRARY (repeatable); "
+                   "snmalloc and mimalloc 3 join the peers by themselves when "
+                   "../shared/peers/build.sh built them into build/peers");
+    bool no_strong_peers = false;
+    app.add_flag("--no-strong-peers", no_strong_peers, "leave out the peers of build/peers");
     app.add_option("--malloc-library", opt.malloc_library,
                    "libslabkit-malloc.so (default: the one in this build)");
     bool no_progress = false;
@@ -535,6 +552,7 @@ int main(int argc, char **argv) {
     }
     opt.size = full ? sb::scale::full : tiny ? sb::scale::tiny : sb::scale::quick;
     opt.progress = !no_progress;
+    opt.strong_peers = !no_strong_peers;
     for (int i = 0; i < argc; ++i) opt.command += (i ? " " : "") + std::string(argv[i]);
     return driver_main(opt);
 }
