@@ -31,6 +31,15 @@
 //                  whole), kept in a vector indexed by key; filled, then 1,000,000 updates
 //                  [5,000] of random keys (check the old value, free it, malloc and fill the new
 //                  one); all freed at the end. Peak RSS is the figure that matters here.
+//   server         a thread per batch: 2000 batches [20]; the main thread allocates 64 requests
+//                  of 64..1024 B, a new thread takes them, allocates a response of 16..4096 B
+//                  and 4 scratch blocks of 16..256 B per request, frees the scratch and the
+//                  request (the main thread's block), hands the responses back and exits; the
+//                  main thread frees them and sleeps 100 us. Figure: CPU time (the pauses are
+//                  not the allocator's).
+//   small-mt       4 threads (--threads), 2000 rounds each [10]: an array of 1000 blocks of
+//                  8..128 B is filled, every other block freed and allocated again, then all
+//                  freed in reverse order. Nothing crosses threads. Figure: wall time.
 //   threads        many live threads, each doing the same small loop (a thread-per-connection
 //                  server on a few cores): 200 threads (--threads) are all started first, each
 //                  mallocs and frees one block (its first malloc, so that the allocator's
@@ -564,6 +573,84 @@ outcome threads_live(const options &opt) {
     return o;
 }
 
+// ---- server: a thread per batch ---------------------------------------------------------------
+
+// A server that hands each batch of requests to a thread of its own: the main thread allocates
+// the batch's requests, a new thread takes them, allocates a response and some scratch per
+// request, frees the scratch and the requests (blocks of another thread), hands the responses
+// back and exits; the main thread frees the responses (blocks of a thread that is gone), then
+// pauses. Each batch's thread is new: its first allocations meet whatever the allocator gives a
+// new thread, and what it leaves behind must be taken over by others when it exits.
+outcome server(const options &opt) {
+    constexpr size_t kRequests = 64, kScratch = 4;
+    const uint64_t batches = scaled(2000, opt.scale, 20);
+    rng r(opt.seed * 1000003 + 15485863);
+    std::vector<block> requests, responses;
+    uint64_t sum = 0;
+    for (uint64_t batch = 0; batch < batches; ++batch) {
+        for (size_t i = 0; i < kRequests; ++i)
+            requests.push_back(make_block(r.between(64, 1024), static_cast<uint8_t>(r.next())));
+        const uint64_t seed = r.next();
+        uint64_t worker_sum = 0;
+        std::thread worker([&] {
+            rng w(seed);
+            for (const block &req : requests) {
+                block scratch[kScratch];
+                for (auto &b : scratch)
+                    b = make_block(w.between(16, 256), static_cast<uint8_t>(w.next()));
+                responses.push_back(
+                    make_block(w.between(16, 4096), static_cast<uint8_t>(req.tag ^ w.next())));
+                for (const auto &b : scratch) worker_sum += check_and_free(b);
+                worker_sum += check_and_free(req);
+            }
+            requests.clear();
+        });
+        worker.join();
+        sum += worker_sum;
+        for (const block &b : responses) sum += check_and_free(b);
+        responses.clear();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    outcome o;
+    o.threads = 2;
+    o.ops = batches * kRequests * (2 + kScratch);
+    o.checksum = sum;
+    return o;
+}
+
+// ---- small-mt: small allocation tests on several threads
+// -----------------------------------------
+
+// Several threads, each running the same small-object test on its own: an array of blocks of
+// 8..128 B is filled, then half of it (every other slot) is freed and allocated again, then
+// all of it is freed in reverse order; over and over. Nothing crosses threads: the figure is the
+// allocator's own-thread paths when several threads use them at once.
+outcome small_mt(const options &opt) {
+    constexpr size_t kArray = 1000;
+    const unsigned threads = opt.threads ? opt.threads : 4;
+    const uint64_t rounds = scaled(2000, opt.scale, 10);
+    std::vector<uint64_t> sums(threads);
+    run_threads(threads, [&](unsigned t) {
+        rng r(opt.seed * 1000003 + 49979687 + t);
+        std::vector<block> a(kArray);
+        uint64_t sum = 0;
+        for (uint64_t round = 0; round < rounds; ++round) {
+            for (auto &b : a) b = make_block(r.between(8, 128), static_cast<uint8_t>(r.next()));
+            for (size_t i = 0; i < kArray; i += 2) {
+                sum += check_and_free(a[i]);
+                a[i] = make_block(r.between(8, 128), static_cast<uint8_t>(r.next()));
+            }
+            for (size_t i = kArray; i-- > 0;) sum += check_and_free(a[i]);
+        }
+        sums[t] = sum;
+    });
+    outcome o;
+    o.threads = threads;
+    o.ops = static_cast<uint64_t>(threads) * rounds * (kArray + kArray / 2);
+    for (uint64_t s : sums) o.checksum += s;
+    return o;
+}
+
 // ---- the table of patterns ----------------------------------------------------------------------
 
 struct pattern {
@@ -591,6 +678,15 @@ const std::vector<pattern> &patterns() {
          "200 mallocs",
          large_random},
         {"store", "key-value store: 200k values of 1040 B, then 1M random updates", store},
+        {"server",
+         "2000 batches, each a new thread: 64 requests of 64..1024 B from the main thread, a "
+         "response of 16..4096 B and 4 scratch blocks each, responses freed by the main thread; "
+         "100 us pause",
+         server},
+        {"small-mt",
+         "4 threads x 2000 rounds: 1000 blocks of 8..128 B, every other one replaced, all freed "
+         "in reverse",
+         small_mt},
         {"threads",
          "200 live threads (all started, then a barrier), 20M mallocs in all: rounds of 64 "
          "blocks of 32..511 B allocated, then freed",

@@ -19,8 +19,10 @@ threads replacing blocks of 16 B..16 KiB in working sets of 4096, half of the fr
 the next thread of a ring), bursts (16 threads, each allocating bursts of 500 blocks that the
 next thread frees, 1 ms asleep between bursts), large-fixed (an 8 MiB block, every page
 written, freed; again and again), large-2m (the same with 2 MiB), large-random (up to 4 live
-blocks of 1..32 MiB) and store (a key-value store of 1040 B values: filled, then random
-updates). Every block is written and read back before it is freed, and every run reports a
+blocks of 1..32 MiB), store (a key-value store of 1040 B values: filled, then random
+updates), server (a new thread per batch of 64 requests from the main thread, which frees the
+responses; 100 us pauses) and small-mt (4 threads each filling, half replacing and freeing
+arrays of 1000 blocks of 8..128 B). Every block is written and read back before it is freed, and every run reports a
 checksum of what it read that depends only on the pattern, --scale and --seed. The patterns
 threads and threads-live (many live threads) are bench/thread_scaling.py's: they run here only
 when --patterns names them.
@@ -36,8 +38,9 @@ What is measured, in the process, around the pattern only (not the process's sta
 time, CPU time (user+system of the whole process, getrusage), and the process's peak RSS
 (VmHWM, which includes what the allocator touched at start: the RSS before the pattern is
 shown too, and the RSS left after every block was freed). The time figure, the one the ratios
-and targets use, is the wall time, except for bursts: its CPU time (the sleeps are not the
-allocator's, and with 16 threads on a few CPUs the wall time is mostly sleeping and waiting);
+and targets use, is the wall time, except for bursts and server: their CPU time (the sleeps
+are not the allocator's, and with 16 threads on a few CPUs bursts' wall time is mostly sleeping
+and waiting);
 the other of the two is in a table of its own, for reference.
 
 Before the rounds each allocator's preload is checked (pattern_bench --which-malloc, in that
@@ -79,7 +82,7 @@ QUICK_SCALE = 0.25
 
 # Peers: the library each is preloaded from (None: glibc, no preload), and its Debian package.
 # The time figure of a pattern, when it is not the wall time.
-FIGURE = {"bursts": "cpu_s"}
+FIGURE = {"bursts": "cpu_s", "server": "cpu_s"}
 TIME_BOUND = 1.0  # each design's time <= the fastest peer's
 RSS_BOUND_GLIBC = 1.0  # each design's peak RSS <= glibc's
 RSS_BOUND_LEANEST = 1.05  # each design's peak RSS <= 1.05x the leanest peer's
@@ -468,7 +471,8 @@ def print_tables(args, allocs, missing):
     verdicts = {d: {"time": [], "glibc": [], "leanest": []} for d in designs}
 
     print(f"Time per pattern, seconds (median of {args.rounds} round(s)): wall time, except "
-          "bursts: CPU time (user+system; its threads sleep between bursts); lower is better.")
+          "bursts and server: CPU time (user+system; their threads sleep between bursts and "
+          "batches); lower is better.")
     print()
     print(f"| pattern | figure | {head} | fastest peer"
           + "".join(f" | {d} / fastest peer" for d in designs) + " |")
@@ -486,8 +490,8 @@ def print_tables(args, allocs, missing):
                                         LABEL[field]))
         print(f"| {p} | {LABEL[field]} | {cells} | {fastest or '-'}{ratios} |")
     print()
-    print("The other time, for reference (not judged): CPU time (user+system), except bursts: "
-          "wall time; seconds, medians.")
+    print("The other time, for reference (not judged): CPU time (user+system), except bursts "
+          "and server: wall time; seconds, medians.")
     print()
     print(f"| pattern | figure | {head} |")
     print(f"| --- | --- | {align} |")
