@@ -573,7 +573,7 @@ outcome threads_live(const options &opt) {
     return o;
 }
 
-// ---- server: a thread per batch ---------------------------------------------------------------
+// ---- server: a thread per batch -----------------------------------------------------------------
 
 // A server that hands each batch of requests to a thread of its own: the main thread allocates
 // the batch's requests, a new thread takes them, allocates a response and some scratch per
@@ -618,8 +618,7 @@ outcome server(const options &opt) {
     return o;
 }
 
-// ---- small-mt: small allocation tests on several threads
-// -----------------------------------------
+// ---- small-mt: small allocations on several threads ---------------------------------------------
 
 // Several threads, each running the same small-object test on its own: an array of blocks of
 // 8..128 B is filled, then half of it (every other slot) is freed and allocated again, then
