@@ -288,9 +288,10 @@ void api::print_stats(int fd) {
              mib(t.returned_pages * page), mib(t.reserved_bytes));
     print_to(fd,
              "slabkit: %llu blocks mapped from the OS directly (%.1f MiB), %llu more kept for "
-             "reuse (%.1f MiB); %llu bad frees reported; %u hot malloc classes made (of %u)\n",
+             "reuse (%.1f MiB)%s; %llu bad frees reported; %u hot malloc classes made (of %u)\n",
              static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
              static_cast<unsigned long long>(t.kept_blocks), mib(t.kept_bytes),
+             large::region_huge_pages() ? ", on huge pages where they fill them" : "",
              static_cast<unsigned long long>(t.errors), kmalloc::nr_hot_classes(),
              kmalloc::kNrHotClasses);
     slabkit_slot_stats sl;

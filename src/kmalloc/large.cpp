@@ -39,6 +39,17 @@ constexpr size_t kRegionSize = size_t{64} << 30;
 constexpr size_t kRegionAlign = size_t{1} << 30;
 uintptr_t g_base = 0, g_top = 0, g_end = 0;
 bool g_region_tried = false;
+// Whether the region asked for transparent huge pages (SLABKIT_LARGE_HUGE_PAGES, default 1).
+// With THP in "madvise" mode, Debian's default, nothing else gets them. Large blocks are
+// written whole more often than not, and every 2 MiB of one is then one fault and one TLB entry
+// instead of 512: 150 rounds of an 8 MiB block went from 2050 faults and 0.027-0.035 s to 6
+// faults and 0.006-0.018 s, four blocks of 1..32 MiB replaced 50 times from 24,560 faults and
+// 0.26-0.35 s to 2,590 and 0.036-0.186 s, peaks unchanged (bench/pattern_bench, --scale 0.25).
+// The cost: a 2 MiB range of the region that a block covers only in part is backed whole when
+// it is first touched there (at most 2 MiB more per block end), and the kernel may collapse a
+// range with few resident pages into a huge page later (khugepaged). Giving back part of one
+// splits it, so the kept-bytes bounds below still hold for what is resident.
+std::atomic<bool> g_huge{false};
 extent_map g_free;
 // g_free.dirty_bytes(), readable without the lock.
 std::atomic<uint64_t> g_kept_bytes{0};
@@ -147,6 +158,10 @@ bool have_region() {
         if (void *r = platform::reserve(size, kRegionAlign, &st)) {
             g_base = g_top = reinterpret_cast<uintptr_t>(r);
             g_end = g_base + size;
+            // Huge pages for the whole region (one VMA flag, set before anything is committed):
+            // see g_huge. A refusal (a kernel without THP) costs nothing but the speed.
+            if (platform::env_uint("SLABKIT_LARGE_HUGE_PAGES", 1, 0, 1) != 0)
+                g_huge.store(platform::huge_pages(r, size).ok(), std::memory_order_relaxed);
             return true;
         }
     }
@@ -445,6 +460,9 @@ void *resize(void *p, size_t size) {
             }
             if (!platform::map_fresh(p, old).ok())
                 platform::fatal("slabkit: cannot map a moved large block's range again\n");
+            // A fresh mapping has none of the region's advice: ask again (and the range merges
+            // back into its neighbours' mapping).
+            if (g_huge.load(std::memory_order_relaxed)) platform::huge_pages(p, old);
             g_free.add(a, old, false, 0); // lost to the region if the map is full
             e->addr = kTombstone;
             e->size = 0;
@@ -543,6 +561,10 @@ uint64_t retained_bytes() {
 uint64_t retained_blocks() {
     platform::lock_guard guard(g_lock);
     return g_free.dirty_count();
+}
+
+bool region_huge_pages() {
+    return g_huge.load(std::memory_order_relaxed);
 }
 
 uint64_t region_bytes() {

@@ -69,6 +69,8 @@ uint64_t retained_blocks();
 uint64_t release_retained(uint64_t before_ms, bool force);
 // Address space reserved for the region (0 before the first large block, or if none could be).
 uint64_t region_bytes();
+// Whether the region asked for transparent huge pages (SLABKIT_LARGE_HUGE_PAGES, default on).
+bool region_huge_pages();
 // The retain budget in bytes (SLABKIT_LARGE_RETAIN_MB).
 uint64_t retain_budget();
 

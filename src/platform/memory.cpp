@@ -77,6 +77,11 @@ os_status no_huge_pages(void *addr, size_t size) {
     return {};
 }
 
+os_status huge_pages(void *addr, size_t size) {
+    if (madvise(addr, size, MADV_HUGEPAGE) != 0) return {"madvise", errno};
+    return {};
+}
+
 void *remap(void *addr, size_t old_size, size_t new_size, os_status *status) {
     *status = {};
     void *p = mremap(addr, old_size, new_size, MREMAP_MAYMOVE);

@@ -58,6 +58,9 @@ os_status protect_none(void *addr, size_t size);
 // THP set to "always", touching one 4 KiB page could otherwise make 2 MiB resident, and giving
 // back 4 KiB would split a huge page.
 os_status no_huge_pages(void *addr, size_t size);
+// Asks the OS to back [addr, addr+size) with transparent huge pages where it can
+// (MADV_HUGEPAGE): with THP set to "madvise" (Debian's default), only such ranges get them.
+os_status huge_pages(void *addr, size_t size);
 // Unmaps a reservation (or part of one).
 os_status release(void *addr, size_t size);
 // Resizes a committed mapping of old_size bytes to new_size (both page multiples), moving it if

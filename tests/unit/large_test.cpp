@@ -15,8 +15,11 @@
 #include <atomic>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <thread>
@@ -458,6 +461,68 @@ TEST(LargeLimitedAddressSpace, ASmallerRegionServesAndKeeps) {
     ASSERT_TRUE(large::free(p));
     EXPECT_EQ(large::alloc(8 * kMiB), p); // kept and reused
     ASSERT_TRUE(large::free(p));
+}
+
+// The VmFlags line of the mapping holding p in /proc/self/smaps ("" if not found).
+std::string vm_flags_of(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return "";
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    char line[512];
+    bool inside = false;
+    std::string flags;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = a >= lo && a < hi;
+            continue;
+        }
+        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line + 8;
+            break;
+        }
+    }
+    fclose(f);
+    return flags;
+}
+
+// Large blocks are on transparent huge pages unless SLABKIT_LARGE_HUGE_PAGES=0 (ctest
+// large_no_huge_pages runs this again with it): the region's mapping carries the kernel's
+// "hg" flag (MADV_HUGEPAGE) exactly when region_huge_pages() says so, and a block written
+// whole reads back and gives its pages back when freed, whichever way.
+TEST(LargeHugePages, TheRegionAsksForHugePagesUnlessTurnedOff) {
+    const char *env = getenv("SLABKIT_LARGE_HUGE_PAGES");
+    const bool off = env && strcmp(env, "0") == 0;
+    const bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
+    auto *p = static_cast<char *>(large::alloc(8 * kMiB));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(large::region_huge_pages(), !off && thp);
+    const std::string flags = vm_flags_of(p);
+    ASSERT_FALSE(flags.empty()) << "no mapping holds the block in /proc/self/smaps";
+    EXPECT_EQ(flags.find(" hg") != std::string::npos, large::region_huge_pages()) << flags;
+    // A block that grew by moving its pages leaves its old range mapped afresh: that range
+    // asks for huge pages again.
+    auto *q = static_cast<char *>(large::alloc(2 * kMiB));
+    ASSERT_NE(q, nullptr);
+    auto *fence = static_cast<char *>(large::alloc(2 * kMiB)); // nothing to grow into after q
+    ASSERT_NE(fence, nullptr);
+    auto *moved = static_cast<char *>(large::resize(q, 64 * kMiB));
+    ASSERT_NE(moved, nullptr);
+    if (moved != q) {
+        const std::string old_range = vm_flags_of(q);
+        EXPECT_EQ(old_range.find(" hg") != std::string::npos, large::region_huge_pages())
+            << old_range;
+    }
+    EXPECT_EQ(vm_flags_of(moved).find(" hg") != std::string::npos, large::region_huge_pages());
+    ASSERT_TRUE(large::free(moved));
+    ASSERT_TRUE(large::free(fence));
+    memset(p, 0x5a, 8 * kMiB);
+    EXPECT_EQ(p[0], 0x5a);
+    EXPECT_EQ(p[8 * kMiB - 1], 0x5a);
+    ASSERT_TRUE(large::free(p));
+    large::release_retained(0, true);
+    EXPECT_FALSE(resident(p, kPageSize));
+    EXPECT_FALSE(resident(p + 4 * kMiB, kPageSize));
 }
 
 // Run with SLABKIT_LARGE_RETAIN_MB=0 (ctest large_no_retain): every freed block's pages go back.
