@@ -153,6 +153,29 @@ TEST_F(Slqb, QueuesDoNotGrowWhenFreesAndAllocationsMix) {
     for (void *p : live) free(s, p);
 }
 
+// A consumer's frees (objects of another slot's slabs, freed by a thread that allocates none
+// itself) overflow its queue batch after batch too, but most of each flushed batch goes to the
+// producer's slot: no burst of its own, so no growth (the queue would only park the producer's
+// objects longer). The same frees by the producer's own thread grow them (QueuesGrowUnder...).
+TEST_F(Slqb, QueuesDoNotGrowUnderAConsumersFrees) {
+    slqb_cache *s = make_bounded(made_, "grow-consumer");
+    ASSERT_NE(s, nullptr);
+    std::vector<void *> objs;
+    for (int i = 0; i < 2000; ++i) objs.push_back(alloc(s));
+    std::thread([&] {
+        for (void *p : objs) free(s, p);
+    }).join();
+    stats_totals t = totals(s);
+    // Skipped where the freeing thread found no slot of its own (a crowded process puts both
+    // threads on one CPU's slot, and its objects are then its own).
+    if (t.counters[FLUSH_FREE_LIST_REMOTE] + t.counters[FREE_REMOTE] == 0)
+        GTEST_SKIP() << "the frees were not remote: both threads used one slot";
+    EXPECT_GT(t.counters[FLUSH_FREE_LIST], 10u); // it did overflow, batch after batch
+    EXPECT_EQ(t.counters[QUEUE_GROW], 0u);
+    EXPECT_EQ(s->hiwater.load(), 64u);
+    EXPECT_TRUE(valid(s));
+}
+
 TEST_F(Slqb, QueueGrowthTakesFromTheSharedBudget) {
     // Room for one doubling of a 1 KiB cache's queues (64 more objects, 64 KiB) and a little:
     // the first cache's burst takes it, the second's finds none left.
