@@ -40,6 +40,12 @@
 //   small-mt       4 threads (--threads), 2000 rounds each [10]: an array of 1000 blocks of
 //                  8..128 B is filled, every other block freed and allocated again, then all
 //                  freed in reverse order. Nothing crosses threads. Figure: wall time.
+//   pc-16, pc-64, pc-256, pc-1024, pc-4096
+//                  a producer and a consumer, each pinned to a CPU of its own (the first two the
+//                  process may run on; unpinned with one): the producer mallocs 2,000,000 blocks
+//                  [10,000] of the pattern's size and hands each over through a ring of 1024
+//                  slots (one writer, one reader, no lock); the consumer checks and frees them.
+//                  Every free is of a block malloc'd on the other CPU. Figure: wall time.
 //   threads        many live threads, each doing the same small loop (a thread-per-connection
 //                  server on a few cores): 200 threads (--threads) are all started first, each
 //                  mallocs and frees one block (its first malloc, so that the allocator's
@@ -92,6 +98,7 @@
 #include <fmt/core.h>
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -105,6 +112,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -618,6 +626,84 @@ outcome server(const options &opt) {
     return o;
 }
 
+// ---- pc-<size>: a producer and a consumer on two CPUs -----------------------------------------
+
+// The CPUs this process may run on, in order (the first two pin the pair).
+std::vector<int> allowed_cpus() {
+    std::vector<int> cpus;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+void pin_self(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        fail(fmt::format("cannot pin a thread to CPU {}", cpu));
+}
+
+// One writer, one reader: head and tail on lines of their own, so that the ring's traffic is
+// one line per slot and not the allocator's figure.
+struct spsc_ring {
+    static constexpr size_t kSlots = 1024;
+    alignas(64) std::atomic<uint64_t> head{0}; // next to write (producer)
+    alignas(64) std::atomic<uint64_t> tail{0}; // next to read (consumer)
+    alignas(64) block slots[kSlots];
+};
+
+// Waits politely: spin a while (the other CPU is about to move), then give the CPU away (one
+// CPU, or a pair that shares one with other work).
+void backoff(unsigned &spins) {
+    if (++spins < 256) {
+        __builtin_ia32_pause();
+        return;
+    }
+    spins = 0;
+    std::this_thread::yield();
+}
+
+outcome producer_consumer(const options &opt, size_t size) {
+    const uint64_t blocks = scaled(2'000'000, opt.scale, 10'000);
+    const std::vector<int> cpus = allowed_cpus();
+    auto ring = std::make_unique<spsc_ring>();
+    uint64_t sum = 0;
+    std::thread consumer([&] {
+        if (cpus.size() >= 2) pin_self(cpus[1]);
+        uint64_t s = 0;
+        unsigned spins = 0;
+        for (uint64_t i = 0; i < blocks; ++i) {
+            while (ring->head.load(std::memory_order_acquire) == i) backoff(spins);
+            s += check_and_free(ring->slots[i % spsc_ring::kSlots]);
+            ring->tail.store(i + 1, std::memory_order_release);
+        }
+        sum = s;
+    });
+    std::thread producer([&] {
+        if (cpus.size() >= 2) pin_self(cpus[0]);
+        rng r(opt.seed * 1000003 + size);
+        unsigned spins = 0;
+        for (uint64_t i = 0; i < blocks; ++i) {
+            block b = make_block(size, static_cast<uint8_t>(r.next()));
+            while (i - ring->tail.load(std::memory_order_acquire) >= spsc_ring::kSlots)
+                backoff(spins);
+            ring->slots[i % spsc_ring::kSlots] = b;
+            ring->head.store(i + 1, std::memory_order_release);
+        }
+    });
+    producer.join();
+    consumer.join();
+    outcome o;
+    o.threads = 2;
+    o.ops = blocks;
+    o.checksum = sum;
+    return o;
+}
+
 // ---- small-mt: small allocations on several threads ---------------------------------------------
 
 // Several threads, each running the same small-object test on its own: an array of blocks of
@@ -686,6 +772,16 @@ const std::vector<pattern> &patterns() {
          "4 threads x 2000 rounds: 1000 blocks of 8..128 B, every other one replaced, all freed "
          "in reverse",
          small_mt},
+        {"pc-16", "a producer and a consumer pinned to two CPUs: 2M blocks of 16 B handed over",
+         [](const options &o) { return producer_consumer(o, 16); }},
+        {"pc-64", "a producer and a consumer pinned to two CPUs: 2M blocks of 64 B handed over",
+         [](const options &o) { return producer_consumer(o, 64); }},
+        {"pc-256", "a producer and a consumer pinned to two CPUs: 2M blocks of 256 B handed over",
+         [](const options &o) { return producer_consumer(o, 256); }},
+        {"pc-1024", "a producer and a consumer pinned to two CPUs: 2M blocks of 1 KiB handed over",
+         [](const options &o) { return producer_consumer(o, 1024); }},
+        {"pc-4096", "a producer and a consumer pinned to two CPUs: 2M blocks of 4 KiB handed over",
+         [](const options &o) { return producer_consumer(o, 4096); }},
         {"threads",
          "200 live threads (all started, then a barrier), 20M mallocs in all: rounds of 64 "
          "blocks of 32..511 B allocated, then freed",

@@ -21,8 +21,10 @@ next thread frees, 1 ms asleep between bursts), large-fixed (an 8 MiB block, eve
 written, freed; again and again), large-2m (the same with 2 MiB), large-random (up to 4 live
 blocks of 1..32 MiB), store (a key-value store of 1040 B values: filled, then random
 updates), server (a new thread per batch of 64 requests from the main thread, which frees the
-responses; 100 us pauses) and small-mt (4 threads each filling, half replacing and freeing
-arrays of 1000 blocks of 8..128 B). Every block is written and read back before it is freed, and every run reports a
+responses; 100 us pauses), small-mt (4 threads each filling, half replacing and freeing
+arrays of 1000 blocks of 8..128 B) and pc-16, pc-64, pc-256, pc-1024 and pc-4096 (a producer
+and a consumer pinned to two CPUs, every block of that size malloc'd on one and freed on the
+other). Every block is written and read back before it is freed, and every run reports a
 checksum of what it read that depends only on the pattern, --scale and --seed. The patterns
 threads and threads-live (many live threads) are bench/thread_scaling.py's: they run here only
 when --patterns names them.
