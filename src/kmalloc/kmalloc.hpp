@@ -188,7 +188,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             if constexpr (shortcut_v<decltype(ops)>) {
                 if (void *e = slots::shortcut(detail::shortcut_entry<T>(i));
                     SLABKIT_LIKELY(e != nullptr)) {
-                    if ((p = ops.pop_shortcut(e)) != nullptr) {
+                    if ((p = ops.template pop_shortcut<false>(e)) != nullptr) {
                         if (zero)
                             memset(p, 0, detail::set_of<T, decltype(ops)>().caches[i].object_size);
                         return true;

@@ -308,14 +308,18 @@ SLABKIT_ALWAYS_INLINE void set_next_free(const slqb_cache *s, void *obj, void *n
 
 // Pops one object from slot list c's split queue (a thread's own or a shared slot), or nullptr;
 // the caller may work on c (it owns or holds c's slot). kAtStart: see next_free (s unused).
-template <bool kAtStart = false>
+template <bool kAtStart = false, bool kPrefetch = true>
 SLABKIT_ALWAYS_INLINE void *pop_from_queue(const slqb_cache *s, slqb_cpu *c) {
     slqb_list &l = c->list;
     void *obj = reinterpret_cast<void *>(l.freelist.word.load(std::memory_order_relaxed));
     if (SLABKIT_LIKELY(obj != nullptr)) {
         // The pop touches only this slot's list and the object itself.
-        l.freelist.word.store(reinterpret_cast<uint64_t>(next_free<kAtStart>(s, obj)),
-                              std::memory_order_relaxed);
+        void *next = next_free<kAtStart>(s, obj);
+        // The next pop reads the next object's link: a remote free may have written its line
+        // on another CPU, and the load would then stall that pop for the whole transfer.
+        // Fetched now, the transfer overlaps the caller's work (SLUB's prefetch_freepointer).
+        if constexpr (kPrefetch) prefetch_object(next);
+        l.freelist.word.store(reinterpret_cast<uint64_t>(next), std::memory_order_relaxed);
         one_writer_add(l.freelist.nr, ~uint32_t{0}); // minus one
         l.stats[ALLOC].add();
     }
@@ -502,8 +506,9 @@ struct ops {
     static void *shortcut_of(slqb_cache *, const slot_storage *slots, unsigned slot) {
         return (*slots)[slot].load(std::memory_order_acquire);
     }
+    template <bool kPrefetch = true>
     SLABKIT_ALWAYS_INLINE static void *pop_shortcut(void *entry) {
-        return slqb::pop_from_queue<true>(nullptr, static_cast<slqb_cpu *>(entry));
+        return slqb::pop_from_queue<true, kPrefetch>(nullptr, static_cast<slqb_cpu *>(entry));
     }
     SLABKIT_ALWAYS_INLINE static void push_shortcut(slqb_cache *s, void *entry, void *obj) {
         slqb::push_to_queue<true>(s, static_cast<slqb_cpu *>(entry), obj);

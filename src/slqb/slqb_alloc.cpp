@@ -240,7 +240,11 @@ void *alloc_from_cpu_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_sla
 
 void *alloc_cpu_or(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab, size_t size,
                    void *(*fallback)(size_t)) {
-    if (void *obj = pop_cpu_queue(s, cpu_slab); SLABKIT_LIKELY(obj != nullptr)) return obj;
+    if (void *obj = pop_cpu_queue(s, cpu_slab); SLABKIT_LIKELY(obj != nullptr)) {
+        // The queue's new head, from the link the section read (pop_from_queue says why).
+        prefetch_object(get_freepointer(s, obj));
+        return obj;
+    }
     return fallback(size);
 }
 
