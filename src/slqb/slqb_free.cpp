@@ -124,8 +124,13 @@ void flush_remote(slqb_cache *s, slqb_cpu *c) {
         c->rlist.head = c->rlist.tail = nullptr;
         c->rlist.set_count(0);
     };
-    if (dst->inbox.count() > s->hiwater.load() / 2) {
-        // The owner is not draining its inbox: give the objects straight back to its slabs.
+    // A whole queue's worth waiting means the owner is not draining its inbox: the objects go
+    // straight back to its slabs. Half a queue was too little for a busy owner, which claims
+    // only when its queue runs dry: a producer handing 4 KiB blocks (slabs of one object) to a
+    // consumer on another CPU had half of them sent back that way, and freed and made 10,000
+    // slabs in 500,000 blocks (pattern_bench --pattern pc-4096 --scale 0.25: 0.103 s; 0.092 s
+    // with the whole queue, 5 interleaved rounds).
+    if (dst->inbox.count() > s->hiwater.load()) {
         release_chain chain;
         {
             platform::lock_guard guard(dst->page_lock);
