@@ -5,7 +5,8 @@
 //               pointers (`freelist`), the slabs this list owns (`partial` with free objects,
 //               `full` without; under `page_lock`, since other slots return objects to them),
 //               and an inbox (`remote_free`, under its own lock) that other slots flush objects
-//               of this list's slabs into, with a flag saying the inbox passed `freebatch`.
+//               of this list's slabs into, with a flag saying the inbox passed `freebatch`
+//               (kept as several chains, inbox_chains).
 //   slqb_cpu    one per slot and cache, made on the slot's first use of the cache: its list (the
 //               slabs it owns are all on its node), the colour of its next slab, and one outbox
 //               (`rlist`) aimed at one foreign list at a time - one, not one per target, so
@@ -20,7 +21,7 @@
 //          flush `freebatch` objects from the hot end: own slabs' objects to their slabs, other
 //          lists' objects to the outbox. The outbox goes to its target's inbox when it holds
 //          `freebatch` objects or changes target; if that inbox already holds more than
-//          hiwater/2 its objects go straight to the target's slabs under its page_lock.
+//          hiwater its objects go straight to the target's slabs under its page_lock.
 //          An object from another node goes straight to the outbox.
 //   A slab is released the moment its last object returns to it (no empty-slab cache).
 //
@@ -99,7 +100,7 @@ struct kmlist {
 //           high 16 (platform::kPackedCountShift), so that a push or a pop is one store, as the
 //           commit of an rseq critical section must be (platform/rseq.hpp). The count stays far
 //           below 2^16: hiwater is at most kMaxHiwater, and a queue grows past it only by one
-//           claimed inbox (at most hiwater / 2 + freebatch objects) before its owner flushes.
+//           claimed inbox (at most hiwater + freebatch objects) before its owner flushes.
 // Slow paths go through head(), count() and set(), which know both. `nr` is atomic only so that
 // statistics can read it from other threads; its writers use plain loads and stores.
 struct slot_queue {
@@ -129,6 +130,23 @@ struct slot_queue {
 static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 inline constexpr uint32_t kMaxHiwater = 16384;
 
+// An inbox: the objects other slots sent home to a list, on kInboxChains chains linked through
+// the objects' free pointers, with their total count. The chains are a departure from SLQB's one
+// list (docs/slqb.md): the owner that claims an inbox reads each object's link, written on the
+// sender's CPU, so each read waits for a line to come from another CPU's cache. One chain makes
+// those reads a dependent series, one transfer at a time; six chains walked in step keep six
+// in flight (claim_remote_list, drain_inbox_to_pages). A sender deals its batch out over the
+// chains and puts each part in front of its chain, so the inbox needs no tails. `nr` is atomic
+// only so that the senders' hiwater test and statistics can read it without the lock.
+inline constexpr unsigned kInboxChains = 6;
+struct inbox_chains {
+    std::atomic<uint32_t> nr{0};
+    void *head[kInboxChains] = {};
+
+    uint32_t count() const { return nr.load(std::memory_order_relaxed); }
+    void set_count(uint32_t n) { nr.store(n, std::memory_order_relaxed); }
+};
+
 struct slqb_cache;
 
 struct alignas(kCacheLine) slqb_list {
@@ -152,9 +170,9 @@ struct alignas(kCacheLine) slqb_list {
     page_list full;    // slabs without (kept so that destroy can find leaked objects)
     std::atomic<uint64_t> nr_slabs{0};
 
-    // The inbox, under its lock; `nr` readable racily (the hiwater/2 test).
+    // The inbox, under its lock, in a line of its own (its senders write it).
     alignas(kCacheLine) platform::mutex inbox_lock;
-    kmlist inbox;
+    inbox_chains inbox;
 };
 
 struct alignas(kCacheLine) slqb_cpu {
@@ -166,6 +184,7 @@ struct alignas(kCacheLine) slqb_cpu {
     uint64_t trim_seen = 0;            // last trimmer epoch this slot honoured
 };
 
+static_assert(alignof(inbox_chains) + sizeof(inbox_chains) <= kCacheLine); // after the lock
 // Six lines: one more for a field or two made the kmem_cache fast paths of slab_bench 10% to 35%
 // slower at 64 B and up (slot structures placed differently within their pages).
 static_assert(sizeof(slqb_cpu) == 6 * kCacheLine);

@@ -52,57 +52,59 @@ void queue_append(slqb_cache *s, kmlist &q, void *head, void *tail, uint32_t n) 
     q.set_count(q.count() + n);
 }
 
+uint32_t take_inbox(slqb_list *l, void *(&heads)[kInboxChains]) {
+    platform::lock_guard guard(l->inbox_lock);
+    l->remote_free_check.store(false, std::memory_order_relaxed);
+    for (unsigned j = 0; j < kInboxChains; ++j) {
+        heads[j] = l->inbox.head[j];
+        l->inbox.head[j] = nullptr;
+    }
+    const uint32_t n = l->inbox.count();
+    l->inbox.set_count(0);
+    return n;
+}
+
 uint32_t claim_remote_list(slqb_cache *s, slqb_list *l) {
-    void *head, *tail;
-    uint32_t n;
-    {
-        platform::lock_guard guard(l->inbox_lock);
-        l->remote_free_check.store(false, std::memory_order_relaxed);
-        head = l->inbox.head;
-        tail = l->inbox.tail;
-        n = l->inbox.count();
-        l->inbox.head = l->inbox.tail = nullptr;
-        l->inbox.set_count(0);
+    void *heads[kInboxChains];
+    if (!take_inbox(l, heads)) return 0;
+    // One chain of the inbox's objects, each put in front as the walk meets it: the walk meets
+    // the newest of each chain first, so the chain starts with the oldest, which are popped
+    // first, as from SLQB's one inbox list. Each link is written into an object whose line the
+    // walk has just fetched for writing, so the pops that follow read links from this CPU's
+    // cache.
+    void *first = nullptr;
+    uint32_t n = 0;
+    walk_chains(s, heads, [&](void *obj) SLABKIT_LAMBDA_INLINE {
+        set_freepointer(s, obj, first);
+        first = obj;
+        ++n;
+    });
+    if (!n) return 0;
+    // The inbox goes after the queue's last object (the cold end), as SLQB did. The queue is
+    // empty when an allocation claims; trims and destroy walk to its end.
+    slot_queue &q = l->freelist;
+    if (void *head = q.head()) {
+        void *end = head;
+        while (void *next = get_freepointer(s, end)) end = next;
+        set_freepointer(s, end, first);
+        q.set(head, q.count() + n);
+    } else {
+        q.set(first, n);
     }
-    if (n) {
-        set_freepointer(s, tail, nullptr);
-        // The inbox goes after the queue's last object (the cold end), as SLQB did. The queue is
-        // empty when an allocation claims; trims and destroy walk to its end.
-        slot_queue &q = l->freelist;
-        if (void *first = q.head()) {
-            void *last = first;
-            while (void *next = get_freepointer(s, last)) last = next;
-            set_freepointer(s, last, head);
-            q.set(first, q.count() + n);
-        } else {
-            q.set(head, n);
-        }
-        count(l, CLAIM_REMOTE_LIST);
-        count(l, CLAIM_REMOTE_LIST_OBJECTS, n);
-    }
+    count(l, CLAIM_REMOTE_LIST);
+    count(l, CLAIM_REMOTE_LIST_OBJECTS, n);
     return n;
 }
 
 void drain_inbox_to_pages(slqb_cache *s, slqb_list *l) {
-    void *obj;
-    uint32_t n;
-    {
-        platform::lock_guard guard(l->inbox_lock);
-        l->remote_free_check.store(false, std::memory_order_relaxed);
-        obj = l->inbox.head;
-        n = l->inbox.count();
-        l->inbox.head = l->inbox.tail = nullptr;
-        l->inbox.set_count(0);
-    }
-    if (!n) return;
+    void *heads[kInboxChains];
+    if (!take_inbox(l, heads)) return;
     release_chain chain;
     {
         platform::lock_guard guard(l->page_lock);
-        for (uint32_t i = 0; i < n; ++i) {
-            void *next = get_freepointer(s, obj);
+        walk_chains(s, heads, [&](void *obj) SLABKIT_LAMBDA_INLINE {
             free_object_to_page(s, l, virt_to_head_page(obj), obj, chain, l);
-            obj = next;
-        }
+        });
     }
     release_slabs(chain);
 }
@@ -145,7 +147,19 @@ void flush_remote(slqb_cache *s, slqb_cpu *c) {
     } else {
         platform::lock_guard guard(dst->inbox_lock);
         uint32_t before = dst->inbox.count();
-        queue_append(s, dst->inbox, head, c->rlist.tail, n);
+        // Dealt out over the inbox's chains, each object in front of its chain, starting where
+        // the last sender stopped so that short batches (objects of a page or more) fill every
+        // chain too. The objects are this CPU's lines: the relinking costs no transfer.
+        unsigned j = before % kInboxChains;
+        void *obj = head;
+        for (uint32_t i = 0; i < n; ++i) {
+            void *next = get_freepointer(s, obj);
+            set_freepointer(s, obj, dst->inbox.head[j]);
+            dst->inbox.head[j] = obj;
+            j = j + 1 == kInboxChains ? 0 : j + 1;
+            obj = next;
+        }
+        dst->inbox.set_count(before + n);
         // Flag the owner only when the inbox crosses a batch: it claims when its queue runs dry.
         const uint32_t batch = s->freebatch.load();
         if (before < batch && before + n >= batch)

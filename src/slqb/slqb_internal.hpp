@@ -20,6 +20,28 @@ void *take_from_partial(slqb_cache *s, slqb_list *l);
 
 // Appends the list [head..tail] of n objects to l's queue.
 void queue_append(slqb_cache *s, kmlist &q, void *head, void *tail, uint32_t n);
+// Takes l's whole inbox under its lock (its chains into heads) and lowers its flag; returns how
+// many objects the inbox held.
+uint32_t take_inbox(slqb_list *l, void *(&heads)[kInboxChains]);
+// Calls fn(obj) for every object on the chains that start at heads (emptied on the way), the
+// chains in step: one object of each in turn, so that the reads of their links, each likely a
+// line another CPU wrote, are in flight together (inbox_chains). Each object's next is read,
+// and fetched for writing, before fn sees it: fn may overwrite the link.
+template <class Fn>
+SLABKIT_ALWAYS_INLINE void walk_chains(const slqb_cache *s, void *(&heads)[kInboxChains], Fn &&fn) {
+    for (bool any = true; any;) {
+        any = false;
+        for (void *&at : heads) {
+            void *obj = at;
+            if (!obj) continue;
+            any = true;
+            void *next = get_freepointer(s, obj);
+            prefetch_object(next);
+            at = next;
+            fn(obj);
+        }
+    }
+}
 // Moves l's whole inbox onto its queue (the owner, or a holder of the node list_lock).
 uint32_t claim_remote_list(slqb_cache *s, slqb_list *l);
 // Returns l's whole inbox straight to l's slabs (anyone: takes the inbox lock, then page_lock).

@@ -14,23 +14,40 @@ struct checker {
         if (problems++ < 8) out.printf("%s: %s (%p)\n", s->name, what, where);
     }
 
+    // Walks a chain of free objects from head, checking each, for at most limit + 1 objects;
+    // returns how many it met (limit + 1: more than limit), or UINT64_MAX after a bad object.
+    uint64_t walk_chain(void *head, uint64_t limit, const char *which) {
+        uint64_t n = 0;
+        for (void *o = head; o && n <= limit; o = get_freepointer(s, o), ++n) {
+            page *pg = slab_page_of(o);
+            if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, o)) {
+                fail(which, o);
+                return UINT64_MAX;
+            }
+        }
+        return n;
+    }
+
     template <class Queue>
     void check_queue(const Queue &q, const char *which) {
-        uint32_t n = 0;
         void *head;
         if constexpr (requires { q.head(); })
             head = q.head();
         else
             head = q.head;
-        for (void *o = head; o; o = get_freepointer(s, o)) {
-            page *pg = slab_page_of(o);
-            if (!pg || pg->owner != static_cast<cache *>(s) || !is_object_start(s, pg, o)) {
-                fail(which, o);
-                return;
-            }
-            if (++n > q.count()) break;
+        uint64_t n = walk_chain(head, q.count(), which);
+        if (n != UINT64_MAX && n != q.count()) fail("a queue's count differs from its length", &q);
+    }
+
+    void check_inbox(const inbox_chains &in) {
+        uint64_t n = 0;
+        for (void *head : in.head) {
+            uint64_t k =
+                walk_chain(head, in.count(), "an inbox object is not an object of this cache");
+            if (k == UINT64_MAX) return;
+            n += k;
         }
-        if (n != q.count()) fail("a queue's count differs from its length", &q);
+        if (n != in.count()) fail("an inbox's count differs from its chains' length", &in);
     }
 
     void check_slabs(slqb_list *l) {
@@ -63,7 +80,7 @@ struct checker {
         check_queue(l->freelist, "a queued object is not an object of this cache");
         {
             platform::lock_guard guard(l->inbox_lock);
-            check_queue(l->inbox, "an inbox object is not an object of this cache");
+            check_inbox(l->inbox);
         }
         if (c) check_queue(c->rlist, "an outbox object is not an object of this cache");
         check_slabs(l);

@@ -272,6 +272,87 @@ TEST_F(Slqb, RemoteFreesFlowThroughOutboxToInboxAndAreClaimed) {
     free(s, p);
 }
 
+// The objects on an inbox's chains, chain by chain.
+std::vector<std::vector<void *>> inbox_chains_of(slqb_cache *s, slqb_list *l) {
+    std::vector<std::vector<void *>> out;
+    platform::lock_guard guard(l->inbox_lock);
+    for (void *head : l->inbox.head) {
+        out.emplace_back();
+        for (void *o = head; o && out.back().size() <= l->inbox.count(); o = get_freepointer(s, o))
+            out.back().push_back(o);
+    }
+    return out;
+}
+
+TEST_F(Slqb, InboxDealsBatchesOverItsChainsAndAClaimTakesThemAll) {
+    slqb_cache *s = make("slqb-chains", 128);
+    // Three flushes of 5, 9 and 3 objects, each below freebatch: the inbox is not flagged, and
+    // nothing claims it before the test does.
+    const uint32_t batches[] = {5, 9, 3};
+    uint32_t total = 0;
+    for (uint32_t b : batches) total += b;
+    ASSERT_LT(total, s->freebatch.load());
+    std::vector<void *> objs(total);
+    for (auto &p : objs) p = alloc(s);
+    slqb_cpu *me = s->cpu_slab[slots::current()].load();
+    std::thread([&] {
+        size_t at = 0;
+        for (uint32_t b : batches) {
+            for (uint32_t i = 0; i < b; ++i) free(s, objs[at++]);
+            flush_cpu(s, s->cpu_slab[slots::current()].load()); // queue -> outbox -> inbox
+        }
+    }).join();
+    ASSERT_EQ(me->list.inbox.count(), total);
+    EXPECT_FALSE(me->list.remote_free_check.load());
+    EXPECT_TRUE(valid(s));
+    // Dealt out in turn across every flush: the t-th object sent is on chain t % kInboxChains,
+    // so the chains' lengths differ by one at most, and the first total % kInboxChains are the
+    // longer ones.
+    auto chains = inbox_chains_of(s, &me->list);
+    std::vector<void *> seen;
+    for (unsigned j = 0; j < kInboxChains; ++j) {
+        EXPECT_EQ(chains[j].size(), total / kInboxChains + (j < total % kInboxChains ? 1 : 0))
+            << "chain " << j;
+        seen.insert(seen.end(), chains[j].begin(), chains[j].end());
+    }
+    std::vector<void *> sent = objs;
+    std::sort(sent.begin(), sent.end());
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, sent);
+    // The claim moves every chain onto the queue, as one list of the same objects.
+    ASSERT_EQ(me->list.freelist.count(), 0u);
+    EXPECT_EQ(claim_remote_list(s, &me->list), total);
+    EXPECT_EQ(me->list.inbox.count(), 0u);
+    for (void *head : me->list.inbox.head) EXPECT_EQ(head, nullptr);
+    std::vector<void *> queued;
+    for (void *o = me->list.freelist.head(); o && queued.size() <= total; o = get_freepointer(s, o))
+        queued.push_back(o);
+    EXPECT_EQ(me->list.freelist.count(), total);
+    std::sort(queued.begin(), queued.end());
+    EXPECT_EQ(queued, sent);
+    EXPECT_TRUE(valid(s));
+    EXPECT_EQ(totals(s).counters[CLAIM_REMOTE_LIST_OBJECTS], total);
+}
+
+TEST_F(Slqb, ValidateCountsEveryInboxChain) {
+    slqb_cache *s = make("slqb-chains-check", 128);
+    std::vector<void *> objs(2 * kInboxChains);
+    for (auto &p : objs) p = alloc(s);
+    slqb_cpu *me = s->cpu_slab[slots::current()].load();
+    std::thread([&] {
+        for (void *p : objs) free(s, p);
+        flush_cpu(s, s->cpu_slab[slots::current()].load());
+    }).join();
+    ASSERT_TRUE(valid(s));
+    // A count that misses one object of the last chain is found.
+    me->list.inbox.set_count(me->list.inbox.count() - 1);
+    char report[512];
+    EXPECT_EQ(validate(s, report, sizeof report), 1u);
+    EXPECT_NE(std::string(report).find("inbox's count"), std::string::npos) << report;
+    me->list.inbox.set_count(me->list.inbox.count() + 1);
+    EXPECT_TRUE(valid(s));
+}
+
 TEST(SlqbOrder, OrderZeroUnlessItLeavesMoreThanAnEighthUnused) {
     const settings plain{};
     // Order 0 where a page leaves at most 1/8 unused.
@@ -351,7 +432,7 @@ TEST_F(Slqb, FullInboxMakesRemoteFreesSynchronous) {
     }).join();
     EXPECT_TRUE(valid(s));
     stats_totals t = totals(s);
-    // The inbox stops growing past hiwater/2 + one batch: the rest went straight to the slabs,
+    // The inbox stops growing past hiwater + one batch: the rest went straight to the slabs,
     // emptying them.
     EXPECT_LE(t.queued, 8u + 4u + 4u + 8u);
     EXPECT_GT(t.counters[FLUSH_SLAB_FREE], 0u);
