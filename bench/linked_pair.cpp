@@ -4,9 +4,10 @@
 // allocator and prints the ratios.
 //
 //   BM_cache_pair/<size>       slabkit_cache_alloc + slabkit_cache_free as the header gives them
-//                              (include/slabkit/inline.h: the SLQB fast paths inlined here)
+//                              (include/slabkit/inline.h: SLQB's, SLUB's and SLAB's own-slot
+//                              fast paths inlined here; SLOB's calls the library)
 //   BM_cache_pair_call/<size>  the same through the library's exported functions (what users got
-//                              before the inline paths, and what every design but SLQB gets)
+//                              before the inline paths, and what SLABKIT_NO_INLINE gives)
 //   BM_malloc_pair/<size>      malloc + free of the process
 //   BM_floor_pair/<size>       the floor: a bare LIFO free list in thread-local memory, popped
 //                              and pushed inline with nothing else (no checks, no counters, no

@@ -7,17 +7,19 @@ shared libslabkit.so) once per peer, preloading that peer's malloc (glibc: no pr
 per slabkit design (SLABKIT_ALLOCATOR; no preload), in interleaved rounds. Each process measures:
 
   cache pair (inline)  slabkit_cache_alloc + slabkit_cache_free as include/slabkit/inline.h
-                       gives them (SLQB's queue paths inlined into the program)
-  cache pair (call)    the same through the library's exported functions (what every design
-                       other than SLQB gets, and what users got before the inline paths)
+                       gives them (SLQB's queue, SLUB's freelist and SLAB's array paths inlined
+                       into the program; SLOB's calls the library)
+  cache pair (call)    the same through the library's exported functions (what users got
+                       before the inline paths, and what SLABKIT_NO_INLINE gives)
   malloc pair          the process's malloc + free
   floor                a bare LIFO free list in thread-local memory, popped and pushed inline
                        with nothing else, with and without a count beside its head: the least
                        any allocator whose per-thread list lives in memory pays per pair
 
 The cache figures come from the design runs; each peer's malloc pair from its own run. Prints a
-markdown table per statistic with the ratios to the fastest peer, and a PASS/MISS line for the
-target "SLQB's cache pair as linked at most 0.8x the fastest peer's malloc pair".
+markdown table with the ratios to the fastest peer, a PASS/MISS line for the target "SLQB's
+cache pair as linked at most 0.8x the fastest peer's malloc pair", and one per design for "the
+cache pair as linked at most 0.6x glibc's malloc pair" (issue 31).
 
 Usage: /usr/bin/python3 bench/linked_ratios.py [--rounds N] [--min-time S] [--designs LIST]
                                                [--peers LIST] [--binary PATH] [--stat best|median]
@@ -36,6 +38,7 @@ REPO = peerlib.REPO
 DEFAULT_BINARY = os.path.join(REPO, "build", "release", "bench", "linked_pair")
 SIZES = (32, 64, 256, 1024)
 TARGET = 0.8
+GLIBC_TARGET = 0.6
 
 
 def run(binary, env_extra, preload, min_time, bench_filter=None):
@@ -103,7 +106,7 @@ def main():
           f"against each peer's malloc pair, ns per pair ({args.stat} of {args.rounds} rounds, "
           f"CPU time):\n")
     head = ["size"]
-    head += [f"{d} cache (inline)" for d in designs[:1]] + [f"{d} cache (call)" for d in designs]
+    head += [f"{d} cache (inline)" for d in designs] + [f"{d} cache (call)" for d in designs]
     head += [f"{p} malloc" for p in peer_names] + ["fastest peer"]
     head += ["floor", "floor, counted"]
     head += [f"{designs[0]} inline / fastest", f"{designs[0]} call / fastest",
@@ -116,7 +119,8 @@ def main():
         row = [f"{size} B"]
         first = designs[0]
         inl = fig.get(("design", first, "BM_cache_pair", size))
-        row.append(f"{inl:.2f}")
+        for d in designs:
+            row.append(f"{fig[('design', d, 'BM_cache_pair', size)]:.2f}")
         for d in designs:
             row.append(f"{fig[('design', d, 'BM_cache_pair_call', size)]:.2f}")
         peer_times = {p: fig[("peer", p, "BM_malloc_pair", size)] for p in peer_names}
@@ -143,6 +147,13 @@ def main():
     detail = "; ".join(f"{s} B {r:.2f}x ({p})" for s, r, p in verdicts)
     print(f"\nTarget: {designs[0]} cache pair as linked <= {TARGET}x the fastest peer's malloc "
           f"pair: {'PASS' if ok else 'MISS'} -- {detail}")
+    if "glibc" in peer_names:
+        for d in designs:
+            per = [(s, fig[("design", d, "BM_cache_pair", s)] / fig[("peer", "glibc", "BM_malloc_pair", s)])
+                   for s in SIZES]
+            ok = all(r <= GLIBC_TARGET for _, r in per)
+            print(f"Target: {d} cache pair as linked <= {GLIBC_TARGET}x glibc's malloc pair: "
+                  f"{'PASS' if ok else 'MISS'} -- " + "; ".join(f"{s} B {r:.2f}x" for s, r in per))
     reach = all(r <= TARGET for r in floor_ratios)
     print(f"The floor (a bare list, no checks, no counters) is {min(floor_ratios):.2f}x to "
           f"{max(floor_ratios):.2f}x the fastest peer's pair: the target is "

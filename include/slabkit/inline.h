@@ -4,16 +4,19 @@
  * A call into the shared library costs the caller a call, a return and the library's entry
  * checks; for an object cache's alloc+free pair that was 1.1x to 1.3x a fast malloc's pair, where
  * the same paths inlined into the caller cost 0.8x. So the header carries the commonest case of
- * each call itself: a cache of the SLQB design, used by a thread with a slot of its own, popping
- * from or pushing to that slot's queue. Everything else (other designs, the CPUs' slots, debug
- * and zeroing caches, an empty queue, a queue past its limit, anything the free's checks do not
- * accept) calls the library, which does all of it as before.
+ * each call itself, for a thread with a slot of its own: SLQB's pop from and push to the slot's
+ * queue, SLUB's pop from and push to the slot's freelist (the push only for an object of the
+ * slot's current slab), SLAB's pop from and push to the slot's array. Everything else (SLOB, the
+ * CPUs' slots, debug and zeroing caches, an empty queue or array, a queue past its limit or a
+ * full array, another slab's object under SLUB, anything the free's checks do not accept) calls
+ * the library, which does all of it as before.
  *
  * The interface between the two is versioned: version 1 below. A cache opens its inline paths by
- * holding SLABKIT_INLINE_V1_GATE_OPEN in its gate word; a library whose layout differs never
- * writes that value, so a program built against this header falls back to the library's calls
- * instead of misreading it. The library checks every offset here against its own structures at
- * compile time (src/api/inline_abi.cpp).
+ * holding its design's gate value (SLABKIT_INLINE_V1_GATE_OPEN, _GATE_SLUB, _GATE_SLAB) in its
+ * gate word; a library whose layout differs never writes those values, so a program built
+ * against this header falls back to the library's calls instead of misreading it, and a header
+ * that knows fewer of the values calls the library for the others. The library checks every
+ * offset here against its own structures at compile time (src/api/inline_abi.cpp).
  *
  * The free keeps the library's checks: the address is in slabkit's arena, its page is a slab of
  * this very cache (not a later page of a bigger slab), it is an object start, and it is not the
@@ -37,13 +40,30 @@
 #define SLABKIT_INLINE_V1_CACHE_GATE 0x28u    /* uint16: the gate word */
 #define SLABKIT_INLINE_V1_CACHE_HIWATER 0xb4u /* uint32: the queues' limit */
 #define SLABKIT_INLINE_V1_CACHE_QUEUES 0xc0u  /* pointer to the per-slot queue pointers */
-#define SLABKIT_INLINE_V1_GATE_OPEN 0x0100u   /* the gate word of a cache open to version 1 */
-/* (A cache is open only with one node, no debugging, no init on alloc or free, plain free
- * pointers, and only when its design is SLQB.) */
-/* A slot's queue: */
+/* The gate word of a cache open to version 1, one value per design: */
+#define SLABKIT_INLINE_V1_GATE_OPEN 0x0100u /* SLQB */
+#define SLABKIT_INLINE_V1_GATE_SLUB 0x0200u
+#define SLABKIT_INLINE_V1_GATE_SLAB 0x0300u
+/* (A cache is open only with one node, no debugging, no init on alloc or free; SLQB's and
+ * SLUB's only with plain free pointers, SLAB's only without the array check; never SLOB's.) */
+/* SLQB, a slot's queue: */
 #define SLABKIT_INLINE_V1_QUEUE_HEAD 0x00u   /* pointer: the first free object */
 #define SLABKIT_INLINE_V1_QUEUE_COUNT 0x08u  /* uint32: objects queued */
 #define SLABKIT_INLINE_V1_QUEUE_ALLOCS 0x18u /* uint64: allocations counted */
+/* SLUB: the cache's per-slot structures, and a slot's: */
+#define SLABKIT_INLINE_V1_SLUB_CPUS 0xb8u     /* pointer to the per-slot structure pointers */
+#define SLABKIT_INLINE_V1_SLUB_FREELIST 0x00u /* pointer: the first free object */
+#define SLABKIT_INLINE_V1_SLUB_SLAB 0x08u     /* pointer: the current slab's page descriptor */
+#define SLABKIT_INLINE_V1_SLUB_ALLOCS 0x10u   /* uint64: ALLOC_FASTPATH */
+#define SLABKIT_INLINE_V1_SLUB_FREES 0x18u    /* uint64: FREE_FASTPATH */
+/* SLAB: the cache's per-slot arrays, and a slot's: */
+#define SLABKIT_INLINE_V1_SLAB_CPUS 0xb8u    /* pointer to the per-slot structure pointers */
+#define SLABKIT_INLINE_V1_SLAB_AVAIL 0x00u   /* uint32: objects in the array */
+#define SLABKIT_INLINE_V1_SLAB_LIMIT 0x04u   /* uint32: its capacity */
+#define SLABKIT_INLINE_V1_SLAB_TOUCHED 0x0cu /* uint32: set by every allocation */
+#define SLABKIT_INLINE_V1_SLAB_ALLOCS 0x10u  /* uint64: ALLOCHIT */
+#define SLABKIT_INLINE_V1_SLAB_FREES 0x20u   /* uint64: FREEHIT */
+#define SLABKIT_INLINE_V1_SLAB_ENTRIES 0xc0u /* the array's pointers, the hot end last */
 /* The arena: 1 GiB chunks, each starting with 16 MiB of page descriptors (64 bytes a page). */
 #define SLABKIT_INLINE_V1_CHUNK_SHIFT 30u
 #define SLABKIT_INLINE_V1_CHUNKS (1u << 17)
@@ -129,43 +149,72 @@ SLABKIT_API void slabkit_inline_v1_flush(slabkit_cache *cache);
 #pragma GCC diagnostic ignored "-Wdeclaration-after-statement"
 #endif
 
+/* The calling thread's per-slot structure of a cache, from the pointer array at `off` in the
+ * cache (NULL: none yet, or the thread uses the CPUs' slots). */
+#define SLABKIT_INLINE_V1_SLOT_OF(cache, off)                                                      \
+    __atomic_load_n(                                                                               \
+        &(*(void *const *const *)SLABKIT_INLINE_V1_AT(cache, off))[slabkit_inline_v1_slot],        \
+        __ATOMIC_RELAXED)
+/* The free pointer of obj in cache. */
+#define SLABKIT_INLINE_V1_NEXT(cache, obj)                                                         \
+    ((void **)(void *)((unsigned char *)(obj) + *(const uint32_t *)SLABKIT_INLINE_V1_AT(           \
+                                                    cache, SLABKIT_INLINE_V1_CACHE_FP_OFFSET)))
+
 /* Only for inlining (gnu_inline): a call the compiler does not inline, or the function's
  * address, is the library's own slabkit_cache_alloc / slabkit_cache_free. */
 extern __inline __attribute__((gnu_inline, always_inline, malloc, warn_unused_result)) void *
 slabkit_cache_alloc(slabkit_cache *cache, unsigned gfp) {
-    if (__builtin_expect(
-            !(gfp & SLABKIT_GFP_ZERO) &&
-                SLABKIT_INLINE_V1_LOAD(uint16_t, cache, SLABKIT_INLINE_V1_CACHE_GATE) ==
-                    SLABKIT_INLINE_V1_GATE_OPEN,
-            1)) {
-        void *const *queues =
-            *(void *const *const *)SLABKIT_INLINE_V1_AT(cache, SLABKIT_INLINE_V1_CACHE_QUEUES);
-        void *q = __atomic_load_n(&queues[slabkit_inline_v1_slot], __ATOMIC_RELAXED);
-        if (__builtin_expect(q != 0, 1)) {
-            void *obj = SLABKIT_INLINE_V1_LOAD(void *, q, SLABKIT_INLINE_V1_QUEUE_HEAD);
-            if (__builtin_expect(obj != 0, 1)) {
-                uint32_t fp = *(const uint32_t *)SLABKIT_INLINE_V1_AT(
-                    cache, SLABKIT_INLINE_V1_CACHE_FP_OFFSET);
-                SLABKIT_INLINE_V1_STORE(void *, q, SLABKIT_INLINE_V1_QUEUE_HEAD,
-                                        *(void *const *)SLABKIT_INLINE_V1_AT(obj, fp));
-                SLABKIT_INLINE_V1_ADD32(q, SLABKIT_INLINE_V1_QUEUE_COUNT, ~0u); /* minus one */
-                SLABKIT_INLINE_V1_ADD64(q, SLABKIT_INLINE_V1_QUEUE_ALLOCS, 1);
-                return obj;
+    const uint16_t gate = SLABKIT_INLINE_V1_LOAD(uint16_t, cache, SLABKIT_INLINE_V1_CACHE_GATE);
+    if (__builtin_expect(!(gfp & SLABKIT_GFP_ZERO), 1)) {
+        if (__builtin_expect(gate == SLABKIT_INLINE_V1_GATE_OPEN, 1)) {
+            /* SLQB: pop the slot's queue. */
+            void *q = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_CACHE_QUEUES);
+            if (__builtin_expect(q != 0, 1)) {
+                void *obj = SLABKIT_INLINE_V1_LOAD(void *, q, SLABKIT_INLINE_V1_QUEUE_HEAD);
+                if (__builtin_expect(obj != 0, 1)) {
+                    SLABKIT_INLINE_V1_STORE(void *, q, SLABKIT_INLINE_V1_QUEUE_HEAD,
+                                            *SLABKIT_INLINE_V1_NEXT(cache, obj));
+                    SLABKIT_INLINE_V1_ADD32(q, SLABKIT_INLINE_V1_QUEUE_COUNT, ~0u); /* minus one */
+                    SLABKIT_INLINE_V1_ADD64(q, SLABKIT_INLINE_V1_QUEUE_ALLOCS, 1);
+                    return obj;
+                }
+            }
+        } else if (gate == SLABKIT_INLINE_V1_GATE_SLUB) {
+            /* SLUB: pop the slot's freelist. */
+            void *c = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_SLUB_CPUS);
+            if (__builtin_expect(c != 0, 1)) {
+                void *obj = SLABKIT_INLINE_V1_LOAD(void *, c, SLABKIT_INLINE_V1_SLUB_FREELIST);
+                if (__builtin_expect(obj != 0, 1)) {
+                    SLABKIT_INLINE_V1_STORE(void *, c, SLABKIT_INLINE_V1_SLUB_FREELIST,
+                                            *SLABKIT_INLINE_V1_NEXT(cache, obj));
+                    SLABKIT_INLINE_V1_ADD64(c, SLABKIT_INLINE_V1_SLUB_ALLOCS, 1);
+                    return obj;
+                }
+            }
+        } else if (gate == SLABKIT_INLINE_V1_GATE_SLAB) {
+            /* SLAB: the array's last entry. */
+            void *c = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_SLAB_CPUS);
+            if (__builtin_expect(c != 0, 1)) {
+                uint32_t n = SLABKIT_INLINE_V1_LOAD(uint32_t, c, SLABKIT_INLINE_V1_SLAB_AVAIL);
+                if (__builtin_expect(n != 0, 1)) {
+                    --n;
+                    SLABKIT_INLINE_V1_STORE(uint32_t, c, SLABKIT_INLINE_V1_SLAB_AVAIL, n);
+                    SLABKIT_INLINE_V1_STORE(uint32_t, c, SLABKIT_INLINE_V1_SLAB_TOUCHED, 1u);
+                    SLABKIT_INLINE_V1_ADD64(c, SLABKIT_INLINE_V1_SLAB_ALLOCS, 1);
+                    return ((void *const *)(const void *)SLABKIT_INLINE_V1_AT(
+                        c, SLABKIT_INLINE_V1_SLAB_ENTRIES))[n];
+                }
             }
         }
     }
     return slabkit_inline_v1_alloc(cache, gfp);
 }
 
-extern __inline __attribute__((gnu_inline, always_inline)) void
-slabkit_cache_free(slabkit_cache *cache, void *obj) {
-    /* A cache not open to version 1 (another design's) goes straight to the library: its
-     * callers pay this test and nothing of the checks below. */
-    if (SLABKIT_INLINE_V1_LOAD(uint16_t, cache, SLABKIT_INLINE_V1_CACHE_GATE) !=
-        SLABKIT_INLINE_V1_GATE_OPEN) {
-        slabkit_inline_v1_free(cache, obj);
-        return;
-    }
+/* The descriptor of obj's slab page when obj is an object start of a slab of cache; NULL for
+ * anything else (not slabkit's, another cache's, inside an object), which the library then
+ * looks at and reports. Always inlined: the library has no such function. */
+extern __inline __attribute__((gnu_inline, always_inline)) const unsigned char *
+slabkit_inline_v1_slab_of(const slabkit_cache *cache, const void *obj) {
     const uintptr_t a = (uintptr_t)obj;
     const uintptr_t chunk = a >> SLABKIT_INLINE_V1_CHUNK_SHIFT;
     const uintptr_t in_chunk = a & ((1ul << SLABKIT_INLINE_V1_CHUNK_SHIFT) - 1);
@@ -187,7 +236,7 @@ slabkit_cache_free(slabkit_cache *cache, void *obj) {
          * an object start there (the rotated product is off / size for a multiple of size, and
          * above `objects` otherwise). */
         if (__builtin_expect(SLABKIT_INLINE_V1_LOAD(void *, pg, SLABKIT_INLINE_V1_PAGE_OWNER) ==
-                                 (void *)cache,
+                                 (const void *)cache,
                              1)) {
             uint64_t q =
                 (uint64_t)((a & ((1ul << SLABKIT_INLINE_V1_PAGE_SHIFT) - 1)) -
@@ -198,24 +247,71 @@ slabkit_cache_free(slabkit_cache *cache, void *obj) {
             q = (q >> shift) | (q << ((64 - shift) & 63));
             if (__builtin_expect(q < *(const uint32_t *)SLABKIT_INLINE_V1_AT(
                                          cache, SLABKIT_INLINE_V1_CACHE_OBJECTS),
-                                 1)) {
-                void *const *queues = *(void *const *const *)SLABKIT_INLINE_V1_AT(
-                    cache, SLABKIT_INLINE_V1_CACHE_QUEUES);
-                void *qp = __atomic_load_n(&queues[slabkit_inline_v1_slot], __ATOMIC_RELAXED);
-                if (__builtin_expect(qp != 0, 1)) {
-                    void *head = SLABKIT_INLINE_V1_LOAD(void *, qp, SLABKIT_INLINE_V1_QUEUE_HEAD);
+                                 1))
+                return pg;
+        }
+    }
+    return 0;
+}
+
+extern __inline __attribute__((gnu_inline, always_inline)) void
+slabkit_cache_free(slabkit_cache *cache, void *obj) {
+    /* SLQB's test comes first and alone, so that its free costs what it did before the other
+     * designs had inline paths; a cache not open to version 1 (SLOB's, a debug cache...) goes
+     * straight to the library after three tests. */
+    const uint16_t gate = SLABKIT_INLINE_V1_LOAD(uint16_t, cache, SLABKIT_INLINE_V1_CACHE_GATE);
+    if (__builtin_expect(gate == SLABKIT_INLINE_V1_GATE_OPEN, 1)) {
+        /* SLQB: push on the slot's queue, whoever's slab the object is of. */
+        if (__builtin_expect(slabkit_inline_v1_slab_of(cache, obj) != 0, 1)) {
+            void *qp = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_CACHE_QUEUES);
+            if (__builtin_expect(qp != 0, 1)) {
+                void *head = SLABKIT_INLINE_V1_LOAD(void *, qp, SLABKIT_INLINE_V1_QUEUE_HEAD);
+                if (__builtin_expect(head != obj, 1)) { /* else: a double free, reported */
+                    *SLABKIT_INLINE_V1_NEXT(cache, obj) = head;
+                    SLABKIT_INLINE_V1_STORE(void *, qp, SLABKIT_INLINE_V1_QUEUE_HEAD, obj);
+                    uint32_t n =
+                        SLABKIT_INLINE_V1_LOAD(uint32_t, qp, SLABKIT_INLINE_V1_QUEUE_COUNT) + 1;
+                    SLABKIT_INLINE_V1_STORE(uint32_t, qp, SLABKIT_INLINE_V1_QUEUE_COUNT, n);
+                    if (__builtin_expect(n > *(const uint32_t *)SLABKIT_INLINE_V1_AT(
+                                                 cache, SLABKIT_INLINE_V1_CACHE_HIWATER),
+                                         0))
+                        slabkit_inline_v1_flush(cache);
+                    return;
+                }
+            }
+        }
+    } else if (gate == SLABKIT_INLINE_V1_GATE_SLUB || gate == SLABKIT_INLINE_V1_GATE_SLAB) {
+        const unsigned char *pg = slabkit_inline_v1_slab_of(cache, obj);
+        if (__builtin_expect(pg != 0, 1)) {
+            if (gate == SLABKIT_INLINE_V1_GATE_SLUB) {
+                /* SLUB: push on the slot's freelist if the object is of its current slab; any
+                 * other slab's goes back to its slab in the library. */
+                void *c = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_SLUB_CPUS);
+                if (__builtin_expect(c != 0 &&
+                                         SLABKIT_INLINE_V1_LOAD(const void *, c,
+                                                                SLABKIT_INLINE_V1_SLUB_SLAB) == pg,
+                                     1)) {
+                    void *head = SLABKIT_INLINE_V1_LOAD(void *, c, SLABKIT_INLINE_V1_SLUB_FREELIST);
                     if (__builtin_expect(head != obj, 1)) { /* else: a double free, reported */
-                        uint32_t fp = *(const uint32_t *)SLABKIT_INLINE_V1_AT(
-                            cache, SLABKIT_INLINE_V1_CACHE_FP_OFFSET);
-                        *(void **)(void *)((unsigned char *)obj + fp) = head;
-                        SLABKIT_INLINE_V1_STORE(void *, qp, SLABKIT_INLINE_V1_QUEUE_HEAD, obj);
-                        uint32_t n =
-                            SLABKIT_INLINE_V1_LOAD(uint32_t, qp, SLABKIT_INLINE_V1_QUEUE_COUNT) + 1;
-                        SLABKIT_INLINE_V1_STORE(uint32_t, qp, SLABKIT_INLINE_V1_QUEUE_COUNT, n);
-                        if (__builtin_expect(n > *(const uint32_t *)SLABKIT_INLINE_V1_AT(
-                                                     cache, SLABKIT_INLINE_V1_CACHE_HIWATER),
-                                             0))
-                            slabkit_inline_v1_flush(cache);
+                        *SLABKIT_INLINE_V1_NEXT(cache, obj) = head;
+                        SLABKIT_INLINE_V1_STORE(void *, c, SLABKIT_INLINE_V1_SLUB_FREELIST, obj);
+                        SLABKIT_INLINE_V1_ADD64(c, SLABKIT_INLINE_V1_SLUB_FREES, 1);
+                        return;
+                    }
+                }
+            } else {
+                /* SLAB: the array's new last entry, while it has room. */
+                void *c = SLABKIT_INLINE_V1_SLOT_OF(cache, SLABKIT_INLINE_V1_SLAB_CPUS);
+                if (__builtin_expect(c != 0, 1)) {
+                    const uint32_t n =
+                        SLABKIT_INLINE_V1_LOAD(uint32_t, c, SLABKIT_INLINE_V1_SLAB_AVAIL);
+                    if (__builtin_expect(n < *(const uint32_t *)SLABKIT_INLINE_V1_AT(
+                                                 c, SLABKIT_INLINE_V1_SLAB_LIMIT),
+                                         1)) {
+                        ((void **)(void *)((unsigned char *)c +
+                                           SLABKIT_INLINE_V1_SLAB_ENTRIES))[n] = obj;
+                        SLABKIT_INLINE_V1_STORE(uint32_t, c, SLABKIT_INLINE_V1_SLAB_AVAIL, n + 1);
+                        SLABKIT_INLINE_V1_ADD64(c, SLABKIT_INLINE_V1_SLAB_FREES, 1);
                         return;
                     }
                 }

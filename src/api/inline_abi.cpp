@@ -5,9 +5,11 @@
 // that programs built against the old header call the library instead), not a silent misread.
 #include "core/cache.hpp"
 #include "page/page.hpp"
+#include "slab/slab.hpp"
 #include "slabkit/slabkit.h"
 #include "slot/slot.hpp"
 #include "slqb/slqb.hpp"
+#include "slub/slub.hpp"
 
 #include <cstddef>
 
@@ -34,6 +36,27 @@ static_assert(slqb::kQueueDisp + offsetof(slqb::slot_queue, word) == SLABKIT_INL
 static_assert(slqb::kQueueDisp + offsetof(slqb::slot_queue, nr) == SLABKIT_INLINE_V1_QUEUE_COUNT);
 static_assert(slqb::kAllocStatDisp == SLABKIT_INLINE_V1_QUEUE_ALLOCS);
 static_assert(sizeof(counter) == sizeof(uint64_t));
+// SLUB: an own slot's freelist and current slab, and the fast paths' counters.
+static_assert(SLABKIT_INLINE_V1_GATE_SLUB == (unsigned{kInlineAbiSlub} << 8));
+static_assert(offsetof(slub::slub_cache, cpu_slab) == SLABKIT_INLINE_V1_SLUB_CPUS);
+static_assert(sizeof(std::atomic<slub::slub_cpu *>) == sizeof(void *));
+static_assert(slub::kFreelistDisp == SLABKIT_INLINE_V1_SLUB_FREELIST);
+static_assert(slub::kSlabDisp == SLABKIT_INLINE_V1_SLUB_SLAB);
+static_assert(sizeof(std::atomic<page *>) == sizeof(void *));
+static_assert(slub::kAllocFastpathDisp == SLABKIT_INLINE_V1_SLUB_ALLOCS);
+static_assert(slub::kFreeFastpathDisp == SLABKIT_INLINE_V1_SLUB_FREES);
+// SLAB: an own slot's array.
+static_assert(SLABKIT_INLINE_V1_GATE_SLAB == (unsigned{kInlineAbiSlab} << 8));
+static_assert(offsetof(slab::slab_kmem_cache, cpu_cache) == SLABKIT_INLINE_V1_SLAB_CPUS);
+static_assert(sizeof(std::atomic<slab::slab_cpu *>) == sizeof(void *));
+static_assert(offsetof(slab::slab_cpu, ac) + offsetof(slab::array_cache, avail) ==
+              SLABKIT_INLINE_V1_SLAB_AVAIL);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+static_assert(slab::kLimitDisp == SLABKIT_INLINE_V1_SLAB_LIMIT);
+static_assert(slab::kTouchedDisp == SLABKIT_INLINE_V1_SLAB_TOUCHED);
+static_assert(slab::kAllocHitDisp == SLABKIT_INLINE_V1_SLAB_ALLOCS);
+static_assert(slab::kFreeHitDisp == SLABKIT_INLINE_V1_SLAB_FREES);
+static_assert(slab::kEntriesDisp == SLABKIT_INLINE_V1_SLAB_ENTRIES);
 // The arena and the page descriptor.
 static_assert(kChunkShift == SLABKIT_INLINE_V1_CHUNK_SHIFT);
 static_assert(kMaxChunks == SLABKIT_INLINE_V1_CHUNKS);
@@ -56,8 +79,9 @@ const unsigned char *const slabkit_inline_v1_chunk_map =
     reinterpret_cast<const unsigned char *>(detail::g_chunk_map);
 
 void slabkit_inline_v1_flush(slabkit_cache *c) {
-    // Only a cache open to the interface gets here (an SLQB one): its slot's queue is past
-    // hiwater after the inline push.
+    // Only a cache open to the interface's SLQB paths gets here: its slot's queue is past
+    // hiwater after the inline push (SLUB's and SLAB's inline pushes call the library's free
+    // instead when they cannot push).
     slqb::flush_cpu_queue(reinterpret_cast<slqb::slqb_cache *>(c));
 }
 

@@ -37,6 +37,7 @@
 #include "base/compiler.hpp"
 #include "core/design_list.hpp"
 #include "core/hardening.hpp"
+#include "core/report.hpp"
 #include "page/page.hpp"
 #include "platform/lock.hpp"
 
@@ -337,21 +338,27 @@ SLABKIT_ALWAYS_INLINE bool is_object_start(const cache *c, const page *pg, const
 // one 16-bit word. It is open - the tag set and init 0 - only for a plain cache in plain use
 // (not debugged, one node, no init on alloc or free), and then names which paths may run on it
 // with no further test:
-//   kInlineAbi (1)   SLQB's own-slot queues, whose layout the public header's inline paths
-//                    mirror (include/slabkit/inline.h, version 1: offsets asserted in
-//                    api/inline_abi.cpp), and the library's own gated paths below. Not in
-//                    builds that obfuscate free pointers (the header does not).
+//   kInlineAbi (1), kInlineAbiSlub (2), kInlineAbiSlab (3)
+//                    SLQB's own-slot queues, SLUB's own-slot freelists, SLAB's own-slot
+//                    arrays, whose layouts the public header's inline paths mirror
+//                    (include/slabkit/inline.h, version 1: offsets asserted in
+//                    api/inline_abi.cpp), and the library's own gated paths below. SLQB's and
+//                    SLUB's not in builds that obfuscate free pointers, SLAB's not in builds
+//                    that check the array's last entry on every free (the header does neither).
 //   0x80 | design    the library's gated paths only: kmalloc's free and the malloc family's
 //                    fast paths go straight to the design's own-slot paths, with no design
 //                    switch and no init or node test (designs::visit_gated). A header compares
-//                    with its own version's value and never opens for these.
+//                    with its own version's values and never opens for these.
 // Each design that has gated paths sets its caches' tag when it makes them (gate_tag_for);
 // SLOB's blocks keep their own checks and its tag stays 0.
 inline constexpr uint8_t kInlineAbi = 1;
+inline constexpr uint8_t kInlineAbiSlub = 2;
+inline constexpr uint8_t kInlineAbiSlab = 3;
 SLABKIT_ALWAYS_INLINE constexpr uint8_t gate_tag_of(design d) {
-    return d == design::slqb && !hardening::kFreelistHardened
-               ? kInlineAbi
-               : static_cast<uint8_t>(0x80u | static_cast<unsigned>(d));
+    if (d == design::slqb && !hardening::kFreelistHardened) return kInlineAbi;
+    if (d == design::slub && !hardening::kFreelistHardened) return kInlineAbiSlub;
+    if (d == design::slab && !kSlabArrayCheck) return kInlineAbiSlab;
+    return static_cast<uint8_t>(0x80u | static_cast<unsigned>(d));
 }
 SLABKIT_ALWAYS_INLINE constexpr uint16_t gate_open_word(design d) {
     return static_cast<uint16_t>(gate_tag_of(d) << 8);

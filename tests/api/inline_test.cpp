@@ -1,8 +1,8 @@
 // inline_test.cpp - the fast paths include/slabkit/inline.h inlines into callers (interface
-// version 1): which caches open them, that they pop and push the slot's queue as the library
-// does (so its statistics, limits and reports stay true), and that everything they do not serve
-// reaches the library. Every other API test calls the same inline paths too (they include the
-// header); here they are looked at through the interface's own offsets.
+// version 1): which caches open them, that they pop and push the slot's queue (SLQB), freelist
+// (SLUB) or array (SLAB) as the library does (so its statistics, limits and reports stay true), and
+// that everything they do not serve reaches the library. Every other API test calls the same inline
+// paths too (they include the header); here they are looked at through the interface's own offsets.
 #include "api/api_support.hpp"
 
 #include <slabkit/slabkit.h>
@@ -86,18 +86,37 @@ class InlinePaths : public ::testing::Test {
     const char *q_ = nullptr;
 };
 
-TEST(InlineGates, OpenOnlyForPlainSlqbCaches) {
+// The gate value a plain cache of `design` holds in this build and process (0: none the header
+// opens for).
+unsigned open_gate_of(const std::string &design) {
+    if (!gates_may_open()) return 0;
+    if (design == "slqb") return SLABKIT_INLINE_V1_GATE_OPEN;
+    if (design == "slub") return SLABKIT_INLINE_V1_GATE_SLUB;
+#if !SLABKIT_SLAB_ARRAY_CHECK
+    if (design == "slab") return SLABKIT_INLINE_V1_GATE_SLAB;
+#endif
+    return 0;
+}
+
+bool is_header_gate(uint16_t g) {
+    return g == SLABKIT_INLINE_V1_GATE_OPEN || g == SLABKIT_INLINE_V1_GATE_SLUB ||
+           g == SLABKIT_INLINE_V1_GATE_SLAB;
+}
+
+TEST(InlineGates, OpenForPlainCachesOfEveryDesignButSlob) {
     struct want {
         const char *design;
         unsigned flags;
-        bool open;
+        bool plain;
     };
     const want cases[] = {{"slqb", 0, true},
                           {"slqb", SLABKIT_HWCACHE_ALIGN, true},
                           {"slqb", SLABKIT_RED_ZONE, false}, // a debug cache: no queues
                           {"slqb", SLABKIT_POISON, false},
-                          {"slub", 0, false},
-                          {"slab", 0, false},
+                          {"slub", 0, true},
+                          {"slub", SLABKIT_RED_ZONE, false},
+                          {"slab", 0, true},
+                          {"slab", SLABKIT_POISON, false},
                           {"slob", 0, false}};
     const std::string have = slabkit_designs();
     int n = 0;
@@ -106,8 +125,11 @@ TEST(InlineGates, OpenOnlyForPlainSlqbCaches) {
         std::string name = std::string("inline-gate-") + std::to_string(n++);
         slabkit_cache *c = slabkit_cache_create_in(w.design, name.c_str(), 64, 0, w.flags, nullptr);
         ASSERT_NE(c, nullptr) << w.design;
-        const bool open = gate_of(c) == SLABKIT_INLINE_V1_GATE_OPEN;
-        EXPECT_EQ(open, w.open && gates_may_open()) << w.design << " flags " << w.flags;
+        const unsigned want_gate = w.plain ? open_gate_of(w.design) : 0;
+        if (want_gate)
+            EXPECT_EQ(gate_of(c), want_gate) << w.design << " flags " << w.flags;
+        else
+            EXPECT_FALSE(is_header_gate(gate_of(c))) << w.design << " flags " << w.flags;
         // Either way the calls work.
         void *p = slabkit_cache_alloc(c, 0);
         ASSERT_NE(p, nullptr);
@@ -228,6 +250,136 @@ TEST_F(InlinePaths, ThreadsUseTheirOwnQueues) {
     slabkit_cache_free(c_, mine);
     EXPECT_EQ(queue_head(q_), mine);
 }
+
+// SLUB's and SLAB's inline paths, looked at through the header's offsets: a cache of the design
+// whose gate is open, and this thread's per-slot structure in it (made by a first allocation),
+// or a skip.
+class InlineDesign : public ::testing::TestWithParam<const char *> {
+  protected:
+    void SetUp() override {
+        const std::string design = GetParam();
+        if (std::string(slabkit_designs()).find(design) == std::string::npos)
+            GTEST_SKIP() << design << " is not in this build";
+        gate_ = open_gate_of(design);
+        if (!gate_) GTEST_SKIP() << "this build or process keeps " << design << "'s gate closed";
+        c_ = slabkit_cache_create_in(design.c_str(), ("inline-" + design).c_str(), 48, 0, 0,
+                                     nullptr);
+        ASSERT_NE(c_, nullptr);
+        ASSERT_EQ(gate_of(c_), gate_);
+        slabkit_cache_free(c_, slabkit_cache_alloc(c_, 0));
+        const unsigned off = gate_ == SLABKIT_INLINE_V1_GATE_SLUB ? SLABKIT_INLINE_V1_SLUB_CPUS
+                                                                  : SLABKIT_INLINE_V1_SLAB_CPUS;
+        void *const *cpus;
+        std::memcpy(&cpus, reinterpret_cast<const char *>(c_) + off, sizeof cpus);
+        slot_ = static_cast<const char *>(cpus[slabkit_inline_v1_slot]);
+        if (!slot_) GTEST_SKIP() << "this thread uses the CPUs' slots: the library serves it";
+    }
+    void TearDown() override {
+        if (c_) slabkit_cache_destroy(c_);
+    }
+    template <class T>
+    T at(unsigned off) const {
+        T v;
+        std::memcpy(&v, slot_ + off, sizeof v);
+        return v;
+    }
+    bool slub() const { return gate_ == SLABKIT_INLINE_V1_GATE_SLUB; }
+    uint64_t allocs() const {
+        return at<uint64_t>(slub() ? SLABKIT_INLINE_V1_SLUB_ALLOCS : SLABKIT_INLINE_V1_SLAB_ALLOCS);
+    }
+    uint64_t frees() const {
+        return at<uint64_t>(slub() ? SLABKIT_INLINE_V1_SLUB_FREES : SLABKIT_INLINE_V1_SLAB_FREES);
+    }
+    // The object the next allocation's inline pop would return (nullptr: none, it calls).
+    void *next_object() const {
+        if (slub()) return at<void *>(SLABKIT_INLINE_V1_SLUB_FREELIST);
+        const uint32_t n = at<uint32_t>(SLABKIT_INLINE_V1_SLAB_AVAIL);
+        return n ? at<void *>(SLABKIT_INLINE_V1_SLAB_ENTRIES + (n - 1) * sizeof(void *)) : nullptr;
+    }
+    unsigned gate_ = 0;
+    slabkit_cache *c_ = nullptr;
+    const char *slot_ = nullptr;
+};
+
+TEST_P(InlineDesign, PopAndPushAreTheSlotsAndCountedAsItsFastPaths) {
+    void *a = slabkit_cache_alloc(c_, 0);
+    ASSERT_NE(a, nullptr);
+    void *want = next_object();
+    if (!want) { // the freelist or array ran dry: the library refills it
+        slabkit_cache_free(c_, slabkit_cache_alloc(c_, 0));
+        want = next_object();
+    }
+    ASSERT_NE(want, nullptr);
+    const uint64_t allocs0 = allocs(), frees0 = frees();
+    void *b = slabkit_cache_alloc(c_, 0);
+    EXPECT_EQ(b, want) << "the inline pop takes the slot's next object";
+    EXPECT_EQ(allocs(), allocs0 + 1);
+    slabkit_cache_free(c_, b);
+    EXPECT_EQ(next_object(), b) << "the inline push makes it the next again";
+    EXPECT_EQ(frees(), frees0 + 1);
+    if (!slub()) {
+        EXPECT_EQ(at<uint32_t>(SLABKIT_INLINE_V1_SLAB_TOUCHED), 1u);
+    }
+    EXPECT_EQ(slabkit_cache_alloc(c_, 0), b); // newest first
+    slabkit_cache_free(c_, b);
+    slabkit_cache_free(c_, a);
+}
+
+TEST_P(InlineDesign, WhatThePathsCannotServeReachesTheLibrary) {
+    // Many more objects than a slab or an array holds: under SLUB most are of slabs other than
+    // the slot's current one, under SLAB the array fills; either way the library takes those
+    // frees, and the slot's structure stays within its bounds.
+    std::vector<void *> objs;
+    for (int i = 0; i < 3000; ++i) objs.push_back(slabkit_cache_alloc(c_, 0));
+    const uint64_t frees0 = frees();
+    for (void *p : objs) {
+        slabkit_cache_free(c_, p);
+        if (!slub()) {
+            ASSERT_LE(at<uint32_t>(SLABKIT_INLINE_V1_SLAB_AVAIL),
+                      at<uint32_t>(SLABKIT_INLINE_V1_SLAB_LIMIT));
+        }
+    }
+    EXPECT_LT(frees() - frees0, objs.size()) << "some frees went to the library";
+    // Every object is free again: once the slots give back what they hold, no slab is left.
+    slabkit_cache_shrink(c_);
+    slabkit_cache_stats st{};
+    slabkit_get_cache_stats(c_, &st);
+    EXPECT_EQ(st.active_objects, 0u);
+    EXPECT_EQ(st.slabs, 0u);
+}
+
+TEST_P(InlineDesign, InvalidFreesReachTheLibrarysReports) {
+    g_reports.clear();
+    slabkit_set_error_hook(collect);
+    void *q = slabkit_cache_alloc(c_, 0);
+    void *interior = static_cast<char *>(q) + 8;
+    asm volatile("" : "+r"(interior));
+    slabkit_cache_free(c_, interior); // not an object start
+    size_t want = 1;
+    if (slub()) {
+        slabkit_cache_free(c_, q);
+        slabkit_cache_free(c_, q); // the freelist's first object again
+        ++want;
+    }
+    slabkit_set_error_hook(nullptr);
+    std::vector<std::string> reports;
+    {
+        std::lock_guard<std::mutex> g(g_reports_lock);
+        reports = g_reports;
+    }
+    ASSERT_EQ(reports.size(), want);
+    EXPECT_NE(reports[0].find("not an object start"), std::string::npos) << reports[0];
+    if (slub()) {
+        EXPECT_NE(reports[1].find("double free"), std::string::npos) << reports[1];
+    } else {
+        slabkit_cache_free(c_, q);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Designs, InlineDesign, ::testing::Values("slub", "slab"),
+                         [](const ::testing::TestParamInfo<const char *> &i) {
+                             return std::string(i.param);
+                         });
 
 } // namespace
 
