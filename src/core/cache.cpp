@@ -4,6 +4,7 @@
 #include "base/bits.hpp"
 
 #include "base/intrusive_list.hpp"
+#include "base/name_text.hpp"
 #include "core/debug.hpp"
 #include "core/report.hpp"
 #include "page/page_allocator.hpp"
@@ -45,10 +46,9 @@ const char *design_names() {
 }
 
 void internal_cache_name(design d, const char *base, char *buf, size_t size) {
-    if (d == process_design())
-        snprintf(buf, size, "%s", base);
-    else
-        snprintf(buf, size, "%s-%s", design_name(d), base);
+    name_text name(buf, size);
+    if (d != process_design()) name.add(design_name(d)).add("-");
+    name.add(base);
 }
 
 bool parse_design(const char *name, design *out) {

@@ -1,6 +1,7 @@
 // kmalloc.cpp - size classes, the page and OS tiers, and the design dispatch of kmalloc.
 #include "kmalloc/kmalloc.hpp"
 
+#include "base/name_text.hpp"
 #include "core/debug.hpp"
 #include "core/hardening.hpp"
 
@@ -135,9 +136,9 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         if (size == 0) return nullptr; // a hot class not made: no step names it
         char base[kNameMax];
         if constexpr (T == class_table::kernel)
-            snprintf(base, sizeof base, "%s", kClassNames[i]);
+            name_text(base, sizeof base).add(kClassNames[i]);
         else
-            snprintf(base, sizeof base, "malloc-%zu", size);
+            name_text(base, sizeof base).add("malloc-").add(size);
         char name[kNameMax];
         internal_cache_name(d, base, name, sizeof name);
         const char *why = nullptr;
@@ -232,9 +233,9 @@ unsigned own_block_debug(design d, class_table t, size_t size) {
     if (SLABKIT_LIKELY(v != 0)) return v - 1;
     char base[kNameMax];
     if (t == class_table::kernel)
-        snprintf(base, sizeof base, "%s", kClassNames[i]);
+        name_text(base, sizeof base).add(kClassNames[i]);
     else
-        snprintf(base, sizeof base, "malloc-%zu", class_size(i, t));
+        name_text(base, sizeof base).add("malloc-").add(class_size(i, t));
     char name[kNameMax];
     internal_cache_name(d, base, name, sizeof name);
     const unsigned flags = debug::spec_flags(name) & kDebugFlags;

@@ -1,4 +1,4 @@
-// env.cpp - environment variables, messages on stderr, fatal errors, clocks.
+// env.cpp - environment variables, messages on stderr, fatal errors, random bits.
 #include "platform/platform.hpp"
 
 #include <cerrno>
@@ -108,12 +108,6 @@ void exit_with_error(int status, const char *fmt, ...) {
     _exit(status);
 }
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 uint64_t random_u64() {
     uint64_t v = 0;
     int saved = errno; // callers may be inside free, which keeps errno
@@ -126,12 +120,6 @@ uint64_t random_u64() {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-uint64_t now_coarse_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000u + static_cast<uint64_t>(ts.tv_nsec) / 1000000u;
 }
 
 } // namespace slabkit::platform

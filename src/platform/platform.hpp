@@ -171,6 +171,8 @@ uint64_t now_ns();
 uint64_t random_u64();
 // Coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE): cheap, a few ms resolution.
 uint64_t now_coarse_ms();
+// Whether the clocks above read the kernel's vDSO directly (clock.cpp); false: the system call.
+bool clock_from_vdso();
 
 // ---------------------------------------------------------------------------------------------
 // Threads and fork

@@ -135,7 +135,13 @@ bool rseq_fence_cpu(unsigned cpu) {
 bool allowed_cpus(uint64_t *bits, size_t words) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+    // The system call itself (it fills the mask's first bytes and returns how many): glibc's
+    // wrapper sits on a page of its code that programs seldom run, and faulting it in maps a
+    // 64 KiB window of libc into every process that frees (clock.cpp says more).
+    int saved = errno;
+    long rc = syscall(SYS_sched_getaffinity, 0, sizeof(set), &set);
+    errno = saved;
+    if (rc < 0) return false;
     memset(bits, 0, words * sizeof(uint64_t));
     for (size_t cpu = 0; cpu < words * 64 && cpu < CPU_SETSIZE; ++cpu)
         if (CPU_ISSET(cpu, &set)) bits[cpu / 64] |= uint64_t{1} << (cpu % 64);

@@ -6,6 +6,7 @@
 // a child process started by another test (they skip otherwise).
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
+#include "platform/rseq.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +19,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <latch>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/auxv.h>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -1001,6 +1005,35 @@ TEST(PlatformClock, NowCoarseMsIsMonotonicAndNotAheadOfNowNs) {
     uint64_t before = now_coarse_ms();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_GT(now_coarse_ms(), before);
+}
+
+// The clocks read the vDSO themselves (clock.cpp): the same clock as libc's clock_gettime, read
+// between two of its readings, and from the vDSO whenever the kernel maps one (valgrind does not).
+TEST(PlatformClock, ReadsTheSameClockAsLibcThroughTheVdso) {
+    for (int i = 0; i < 1000; ++i) {
+        timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        const uint64_t ours = now_ns();
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        const uint64_t lo = static_cast<uint64_t>(a.tv_sec) * 1000000000u + a.tv_nsec;
+        const uint64_t hi = static_cast<uint64_t>(b.tv_sec) * 1000000000u + b.tv_nsec;
+        ASSERT_LE(lo, ours);
+        ASSERT_LE(ours, hi);
+    }
+    if (getauxval(AT_SYSINFO_EHDR) != 0) {
+        EXPECT_TRUE(clock_from_vdso());
+    }
+}
+
+TEST(PlatformCpus, AllowedCpusAreTheAffinityMask) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    uint64_t bits[16];
+    std::memset(bits, 0xff, sizeof bits);
+    ASSERT_TRUE(allowed_cpus(bits, 16));
+    for (unsigned cpu = 0; cpu < 16 * 64; ++cpu)
+        EXPECT_EQ((bits[cpu / 64] >> (cpu % 64)) & 1, CPU_ISSET(cpu, &set) ? 1u : 0u) << cpu;
 }
 
 // ---------------------------------------------------------------------------------------------
