@@ -26,10 +26,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <spawn.h>
-#include <sys/auxv.h>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
