@@ -118,6 +118,17 @@ void set_shortcuts_of_slot(unsigned slot) {
     }
 }
 
+// Class i's cache name in design d: the kernel table's name (kmalloc-N) or malloc-<size>, with
+// the design in front when it is not the process's (internal_cache_name).
+void class_cache_name(design d, class_table t, unsigned i, char *name, size_t size) {
+    char base[kNameMax];
+    if (t == class_table::kernel)
+        name_text(base, sizeof base).add(kClassNames[i]);
+    else
+        name_text(base, sizeof base).add("malloc-").add(class_size(i, t));
+    internal_cache_name(d, base, name, size);
+}
+
 template <class_table T>
 SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
     // The malloc family allocates from the process's design only; its fast path relies on it
@@ -134,13 +145,8 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         if (set.open[i].load(std::memory_order_relaxed)) return &set.caches[i];
         const size_t size = class_size(i, T);
         if (size == 0) return nullptr; // a hot class not made: no step names it
-        char base[kNameMax];
-        if constexpr (T == class_table::kernel)
-            name_text(base, sizeof base).add(kClassNames[i]);
-        else
-            name_text(base, sizeof base).add("malloc-").add(size);
         char name[kNameMax];
-        internal_cache_name(d, base, name, sizeof name);
+        class_cache_name(d, T, i, name, sizeof name);
         const char *why = nullptr;
         (void)debugging(); // decided before the first block is handed out
         cache_args args{name, size, class_align(size), debug::spec_flags(name), nullptr};
@@ -231,13 +237,8 @@ unsigned own_block_debug(design d, class_table t, size_t size) {
     const unsigned i = t == class_table::kernel ? class_of(size) : malloc_fixed_class_of(size);
     uint32_t v = g_own_debug[ti][i].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(v != 0)) return v - 1;
-    char base[kNameMax];
-    if (t == class_table::kernel)
-        name_text(base, sizeof base).add(kClassNames[i]);
-    else
-        name_text(base, sizeof base).add("malloc-").add(class_size(i, t));
     char name[kNameMax];
-    internal_cache_name(d, base, name, sizeof name);
+    class_cache_name(d, t, i, name, sizeof name);
     const unsigned flags = debug::spec_flags(name) & kDebugFlags;
     g_own_debug[ti][i].store(flags + 1, std::memory_order_relaxed);
     return flags;

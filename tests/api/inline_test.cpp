@@ -50,13 +50,13 @@ uint32_t hiwater_of(const slabkit_cache *c) {
 }
 
 // Open in this process: plain free pointers, one node, no init on alloc or free.
+// The process's settings that close every gate: several nodes, init on alloc or free, debugging.
+bool settings_close_gates() {
+    return std::getenv("SLABKIT_FAKE_NUMA") != nullptr || std::getenv("SLABKIT_INIT") != nullptr ||
+           std::getenv("SLABKIT_DEBUG") != nullptr;
+}
 bool gates_may_open() {
-#if SLABKIT_FREELIST_HARDENED
-    return false;
-#else
-    return std::getenv("SLABKIT_FAKE_NUMA") == nullptr && std::getenv("SLABKIT_INIT") == nullptr &&
-           std::getenv("SLABKIT_DEBUG") == nullptr;
-#endif
+    return !SLABKIT_FREELIST_HARDENED && !settings_close_gates();
 }
 
 std::mutex g_reports_lock;
@@ -91,9 +91,7 @@ class InlinePaths : public ::testing::Test {
 unsigned open_gate_of(const std::string &design) {
     // The process's settings close every gate; the build's hardening closes SLQB's and SLUB's
     // (obfuscated free pointers) and SLAB's (the array check) apart.
-    if (std::getenv("SLABKIT_FAKE_NUMA") || std::getenv("SLABKIT_INIT") ||
-        std::getenv("SLABKIT_DEBUG"))
-        return 0;
+    if (settings_close_gates()) return 0;
 #if !SLABKIT_FREELIST_HARDENED
     if (design == "slqb") return SLABKIT_INLINE_V1_GATE_OPEN;
     if (design == "slub") return SLABKIT_INLINE_V1_GATE_SLUB;
