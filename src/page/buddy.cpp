@@ -45,6 +45,15 @@ page *page_allocator::carve_fresh(zone &z) {
     if (z.fresh_blocks == 0) return nullptr;
     for (chunk *c = z.chunks; c; c = c->next) {
         if (c->fresh_pfn >= kPagesPerChunk) continue;
+        // A node past huge_after_pages asks for huge pages on the never-used rest of the chunk,
+        // once: no page there is resident yet, so nothing that is in use grows, and the blocks
+        // carved from it later are backed 2 MiB at a time when first touched.
+        if (c->huge_pfn == kPagesPerChunk && cfg_.huge_after_pages &&
+            z.out >= cfg_.huge_after_pages) {
+            c->huge_pfn = c->fresh_pfn;
+            platform::huge_pages(reinterpret_cast<char *>(c) + (c->fresh_pfn << kPageShift),
+                                 (kPagesPerChunk - c->fresh_pfn) << kPageShift);
+        }
         page *pg = pfn_to_page(c, c->fresh_pfn);
         c->fresh_pfn += size_t{1} << kMaxOrder;
         --z.fresh_blocks;
@@ -216,6 +225,7 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         // Fresh pages were never touched: carved into clean max-order blocks when the free
         // lists run out (carve_fresh).
         c->fresh_pfn = kMetaPages;
+        c->huge_pfn = kPagesPerChunk;
         z.fresh_blocks += kUsablePages >> kMaxOrder;
     }
     return true;

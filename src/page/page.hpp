@@ -97,6 +97,9 @@ struct chunk {
     unsigned node;
     chunk *next;      // the owner's list of chunks
     size_t fresh_pfn; // first max-order block not yet handed to the free lists (zone lock)
+    // First page of the part asked for transparent huge pages (kPagesPerChunk: none); see
+    // page_allocator_config::huge_after_pages. Zone lock.
+    size_t huge_pfn;
 };
 
 // Metadata pages at the start of each chunk: the descriptor array covers the whole chunk.

@@ -15,6 +15,11 @@ namespace slabkit {
 // Configuration and failure reasons
 // ---------------------------------------------------------------------------------------------
 
+// The process's allocator asks for huge pages once a node has 32 MiB out (huge_after_pages):
+// above every small program's heap (a shell, python3 -c pass, compilers' small runs stay under 8),
+// and early enough that a heap of a few hundred MiB takes most of its pages 2 MiB at a time.
+constexpr uint64_t kHugeAfterMiB = 32;
+
 page_allocator_config page_allocator_config::from_env() {
     page_allocator_config cfg;
     cfg.max_bytes = platform::env_uint("SLABKIT_ARENA_MAX_MB", 0, 0, uint64_t{1} << 27) << 20;
@@ -49,6 +54,9 @@ page_allocator_config page_allocator_config::from_env() {
         (kPageSize / 1024);
     cfg.decay_ms = static_cast<unsigned>(
         platform::env_uint("SLABKIT_DECAY_MS", cfg.decay_ms, 0, 3600u * 1000u));
+    cfg.huge_after_pages =
+        platform::env_uint("SLABKIT_HUGE_PAGES_AFTER_MB", kHugeAfterMiB, 0, uint64_t{1} << 27)
+        << (20 - kPageShift);
     cfg.continue_on_error = platform::env_uint("SLABKIT_CONTINUE_ON_ERROR", 0, 0, 1) != 0;
     return cfg;
 }

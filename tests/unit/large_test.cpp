@@ -9,6 +9,7 @@
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 #include "slabkit/slabkit.h"
+#include "support/vm_flags.hpp"
 
 #include <gtest/gtest.h>
 
@@ -463,29 +464,6 @@ TEST(LargeLimitedAddressSpace, ASmallerRegionServesAndKeeps) {
     ASSERT_TRUE(large::free(p));
 }
 
-// The VmFlags line of the mapping holding p in /proc/self/smaps ("" if not found).
-std::string vm_flags_of(const void *p) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f) return "";
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    char line[512];
-    bool inside = false;
-    std::string flags;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            inside = a >= lo && a < hi;
-            continue;
-        }
-        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            flags = line + 8;
-            break;
-        }
-    }
-    fclose(f);
-    return flags;
-}
-
 // Large blocks are on transparent huge pages unless SLABKIT_LARGE_HUGE_PAGES=0 (ctest
 // large_no_huge_pages runs this again with it): the region's mapping carries the kernel's
 // "hg" flag (MADV_HUGEPAGE) exactly when region_huge_pages() says so, and a block written
@@ -497,9 +475,9 @@ TEST(LargeHugePages, TheRegionAsksForHugePagesUnlessTurnedOff) {
     auto *p = static_cast<char *>(large::alloc(8 * kMiB));
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(large::region_huge_pages(), !off && thp);
-    const std::string flags = vm_flags_of(p);
+    const std::string flags = test::vm_flags_of(p);
     ASSERT_FALSE(flags.empty()) << "no mapping holds the block in /proc/self/smaps";
-    EXPECT_EQ(flags.find(" hg") != std::string::npos, large::region_huge_pages()) << flags;
+    EXPECT_EQ(test::has_vm_flag(p, "hg"), large::region_huge_pages()) << flags;
     // A block that grew by moving its pages leaves its old range mapped afresh: that range
     // asks for huge pages again.
     auto *q = static_cast<char *>(large::alloc(2 * kMiB));
@@ -509,11 +487,10 @@ TEST(LargeHugePages, TheRegionAsksForHugePagesUnlessTurnedOff) {
     auto *moved = static_cast<char *>(large::resize(q, 64 * kMiB));
     ASSERT_NE(moved, nullptr);
     if (moved != q) {
-        const std::string old_range = vm_flags_of(q);
-        EXPECT_EQ(old_range.find(" hg") != std::string::npos, large::region_huge_pages())
-            << old_range;
+        const std::string old_range = test::vm_flags_of(q);
+        EXPECT_EQ(test::has_vm_flag(q, "hg"), large::region_huge_pages()) << old_range;
     }
-    EXPECT_EQ(vm_flags_of(moved).find(" hg") != std::string::npos, large::region_huge_pages());
+    EXPECT_EQ(test::has_vm_flag(moved, "hg"), large::region_huge_pages());
     ASSERT_TRUE(large::free(moved));
     ASSERT_TRUE(large::free(fence));
     memset(p, 0x5a, 8 * kMiB);

@@ -119,9 +119,10 @@ TEST_F(PageAllocatorConfig, EdgeConfigsAreAccepted) {
 }
 
 TEST_F(PageAllocatorConfig, FromEnvironmentClampsAndWarns) {
-    const char *names[] = {"SLABKIT_ARENA_MAX_MB", "SLABKIT_PCP_BATCH",
-                           "SLABKIT_PCP_HIGH",     "SLABKIT_RETAIN_KB",
-                           "SLABKIT_DECAY_MS",     "SLABKIT_CONTINUE_ON_ERROR"};
+    const char *names[] = {"SLABKIT_ARENA_MAX_MB",       "SLABKIT_PCP_BATCH",
+                           "SLABKIT_PCP_HIGH",           "SLABKIT_RETAIN_KB",
+                           "SLABKIT_DECAY_MS",           "SLABKIT_CONTINUE_ON_ERROR",
+                           "SLABKIT_HUGE_PAGES_AFTER_MB"};
     // Whatever the environment of the test run says is put back at the end.
     std::vector<std::pair<const char *, std::string>> saved;
     for (const char *name : names)
@@ -132,6 +133,7 @@ TEST_F(PageAllocatorConfig, FromEnvironmentClampsAndWarns) {
     setenv("SLABKIT_RETAIN_KB", "400", 1);
     setenv("SLABKIT_DECAY_MS", "50", 1);
     setenv("SLABKIT_CONTINUE_ON_ERROR", "1", 1);
+    setenv("SLABKIT_HUGE_PAGES_AFTER_MB", "4", 1);
     testing::internal::CaptureStderr();
     page_allocator_config cfg = page_allocator_config::from_env();
     std::string err = testing::internal::GetCapturedStderr();
@@ -145,6 +147,7 @@ TEST_F(PageAllocatorConfig, FromEnvironmentClampsAndWarns) {
     EXPECT_EQ(cfg.retain_pages, 100u);
     EXPECT_EQ(cfg.decay_ms, 50u);
     EXPECT_TRUE(cfg.continue_on_error);
+    EXPECT_EQ(cfg.huge_after_pages, 1024u); // 4 MiB of 4 KiB pages
     EXPECT_EQ(cfg.invalid(), nullptr);
     EXPECT_NE(err.find("SLABKIT_ARENA_MAX_MB"), std::string::npos) << err;
     EXPECT_NE(err.find("SLABKIT_PCP_HIGH"), std::string::npos) << err;
@@ -156,6 +159,9 @@ TEST_F(PageAllocatorConfig, FromEnvironmentClampsAndWarns) {
     EXPECT_EQ(defaults.retain_pages, plain.retain_pages);
     EXPECT_EQ(defaults.decay_ms, plain.decay_ms);
     EXPECT_FALSE(defaults.continue_on_error);
+    // The process's allocator asks for huge pages past 32 MiB out; a plain config never does.
+    EXPECT_EQ(defaults.huge_after_pages, uint64_t{32} << (20 - kPageShift));
+    EXPECT_EQ(plain.huge_after_pages, 0u);
 }
 
 } // namespace

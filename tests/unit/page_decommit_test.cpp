@@ -1,10 +1,11 @@
 // Unit tests of the buddy page allocator (src/page): giving memory back: the retain bound, recency,
-// purge, zeroing, decay, warm splits.
+// purge, zeroing, decay, warm splits; and huge pages once a node has enough out.
 #include "page/dirty_bitmap.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 #include "slot/slot.hpp"
 #include "support/page_fixture.hpp"
+#include "support/vm_flags.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -352,6 +354,68 @@ TEST_F(PageAllocatorDecommit, DecayGivesBackIdlePagesEventually) {
     for (unsigned char *p : blocks) still += resident(p, size_t{1} << kOrder);
     EXPECT_LE(still, st.free_resident);
     EXPECT_TRUE(valid(pa));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Huge pages past huge_after_pages
+// ---------------------------------------------------------------------------------------------
+
+// A node asks for transparent huge pages on the never-used rest of a chunk once it has
+// huge_after_pages out, and not before: the blocks carved before stay 4 KiB pages ("nh"), those
+// carved after are in a range marked "hg". Memory there reads and writes as any other, and is
+// given back and reused the same way.
+TEST_F(PageAllocatorDecommit, HugePagesOnlyPastTheThreshold) {
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
+        GTEST_SKIP() << "no transparent huge pages in this kernel";
+    constexpr uint64_t kBlock = uint64_t{1} << kMaxOrder;
+    page_allocator_config cfg = one_node();
+    cfg.pcp_high = 0;
+    cfg.huge_after_pages = 2 * kBlock; // two max-order blocks out
+    page_allocator &pa = make(cfg);
+    std::vector<char *> blocks;
+    for (int i = 0; i < 4; ++i) {
+        auto *p = static_cast<char *>(pa.alloc(kMaxOrder));
+        ASSERT_NE(p, nullptr);
+        blocks.push_back(p);
+    }
+    // Carved at 0, 1024, 2048 and 3072 pages out: the third is the first past the threshold.
+    EXPECT_TRUE(test::has_vm_flag(blocks[0], "nh")) << test::vm_flags_of(blocks[0]);
+    EXPECT_TRUE(test::has_vm_flag(blocks[1], "nh")) << test::vm_flags_of(blocks[1]);
+    EXPECT_FALSE(test::has_vm_flag(blocks[1], "hg"));
+    EXPECT_TRUE(test::has_vm_flag(blocks[2], "hg")) << test::vm_flags_of(blocks[2]);
+    EXPECT_TRUE(test::has_vm_flag(blocks[3], "hg")) << test::vm_flags_of(blocks[3]);
+    for (char *p : blocks) memset(p, 0x3c, kBlock * kPageSize);
+    for (char *p : blocks) EXPECT_EQ(p[kBlock * kPageSize - 1], 0x3c);
+    for (char *p : blocks) pa.free(p, kMaxOrder);
+    EXPECT_GT(pa.purge(), 0u);
+    page_stats st = stats_of(pa);
+    EXPECT_EQ(st.free_resident, 0u);
+    EXPECT_TRUE(all_merged(st));
+    // Reused after being given back: zero, as decommitted memory reads.
+    auto *again = static_cast<char *>(pa.alloc(kMaxOrder, kAnyNode, kZero));
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(again[0], 0);
+    EXPECT_EQ(again[kBlock * kPageSize - 1], 0);
+    pa.free(again, kMaxOrder);
+    EXPECT_TRUE(valid(pa));
+}
+
+// huge_after_pages 0 (every allocator the tests make, unless they ask): no range is ever
+// marked, however much is out.
+TEST_F(PageAllocatorDecommit, NoHugePagesWhenTurnedOff) {
+    page_allocator_config cfg = one_node();
+    cfg.pcp_high = 0;
+    ASSERT_EQ(cfg.huge_after_pages, 0u);
+    page_allocator &pa = make(cfg);
+    std::vector<void *> blocks;
+    for (int i = 0; i < 6; ++i) {
+        void *p = pa.alloc(kMaxOrder);
+        ASSERT_NE(p, nullptr);
+        blocks.push_back(p);
+        EXPECT_FALSE(test::has_vm_flag(p, "hg")) << "block " << i << ": " << test::vm_flags_of(p);
+    }
+    for (void *p : blocks) pa.free(p, kMaxOrder);
+    EXPECT_EQ(stats_of(pa).in_use, 0u);
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
 #include "platform/rseq.hpp"
+#include "support/vm_flags.hpp"
 
 #include <gtest/gtest.h>
 
@@ -884,26 +885,10 @@ TEST_F(PlatformCommitted, NoHugePagesMarksTheMapping) {
         EXPECT_STREQ(status.call, "madvise");
         GTEST_SKIP() << "no THP in this kernel: " << describe_str(status);
     }
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ASSERT_NE(f, nullptr);
-    char line[512];
-    bool in_range = false, found = false, marked = false;
-    const uintptr_t at = reinterpret_cast<uintptr_t>(mem_);
-    while (fgets(line, sizeof line, f)) {
-        unsigned long start = 0, end = 0;
-        // Mapping header lines start "start-end perms ..."; field lines ("Rss:") do not.
-        if (sscanf(line, "%lx-%lx ", &start, &end) == 2) {
-            in_range = start <= at && at < end;
-            continue;
-        }
-        if (in_range && strncmp(line, "VmFlags:", 8) == 0) {
-            found = true;
-            marked = strstr(line, " nh") != nullptr;
-        }
-    }
-    fclose(f);
-    ASSERT_TRUE(found) << "mapping not in /proc/self/smaps";
-    EXPECT_TRUE(marked) << "VmFlags of the range lack nh";
+    const std::string flags = slabkit::test::vm_flags_of(mem_);
+    ASSERT_FALSE(flags.empty()) << "mapping not in /proc/self/smaps";
+    EXPECT_TRUE(slabkit::test::has_vm_flag(mem_, "nh"))
+        << "VmFlags of the range lack nh: " << flags;
 }
 
 TEST_F(PlatformCommitted, BindToNode) {
