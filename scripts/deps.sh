@@ -17,7 +17,9 @@ packages=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format
           # real programs run under the preloaded malloc (tests/preload, bench/kbuild.py)
           sqlite3
           # callgrind counts the fast paths' instructions against their budget (tests/budget)
-          valgrind)
+          valgrind
+          # lld lays out libslabkit-malloc.so with its hot functions first (SLABKIT_HOT_TEXT)
+          lld)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
