@@ -175,10 +175,14 @@ struct settings {
 };
 const settings &boot_settings();
 
+// Objects one slab may hold: the kernel keeps the count in 15 bits of struct slab
+// (MAX_OBJS_PER_PAGE), and an order that would hold more is not taken.
+inline constexpr uint32_t kMaxObjsPerSlab = 32767;
 // SLUB's order for objects of `size` bytes (calculate_order): aim for min_objects (from the CPU
 // count: 4 * (fls(cpus) + 1), at most what an order-max_order slab holds) per slab, taking the
 // smallest order from there up to max_order whose leftover is at most 1/16 of the slab, then
-// 1/8, 1/4, 1/2; failing all, the order of one object.
+// 1/8, 1/4, 1/2; failing all, the order of one object. When the order min_objects asks for
+// would hold more than kMaxObjsPerSlab objects, the largest order below that holds fewer.
 unsigned calculate_order(size_t size, unsigned cpus, unsigned min_objects, unsigned max_order);
 // The kernel's defaults by object size.
 uint32_t default_min_partial(size_t size); // clamp(ilog2(size) / 2, 5, 10)

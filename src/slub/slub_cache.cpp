@@ -58,6 +58,10 @@ unsigned calculate_order(size_t size, unsigned cpus, unsigned min_objects, unsig
     if (max_objects < 1) max_objects = 1;
     if (min_objects > max_objects) min_objects = static_cast<unsigned>(max_objects);
     unsigned min_order = get_order(uint64_t{min_objects} * size);
+    // Small objects and a large min_objects (SLABKIT_SLUB_MIN_OBJECTS): the order just below
+    // the one that would overflow a slab's object count, whatever its leftover.
+    if ((kPageSize << min_order) / size > kMaxObjsPerSlab)
+        return get_order(uint64_t{kMaxObjsPerSlab} * size) - 1;
     // Waste at most 1/16 of the slab, then 1/8, 1/4, 1/2: the last accepts any waste at the
     // order min_objects asks for, as long as it is within max_order.
     for (unsigned fraction = 16; fraction > 1; fraction /= 2) {
@@ -364,6 +368,11 @@ void trim(slub_cache *) {
 // ---- tunables -------------------------------------------------------------------------------
 
 bool set_order(slub_cache *s, unsigned order, const char **why) {
+    if (order <= kMaxOrder && (kPageSize << order) / s->size > kMaxObjsPerSlab) {
+        *why = "a slab of that order would hold more than 32767 objects, SLUB's most (the "
+               "kernel keeps the count in 15 bits)";
+        return false;
+    }
     if (!set_slab_order(s, order, slabs_held(s), why)) return false;
     set_cpu_partial(s, s->cpu_partial); // its bound in slabs follows objects per slab
     return true;

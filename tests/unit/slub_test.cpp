@@ -100,6 +100,22 @@ TEST(SlubOrder, MatchesTheKernelsFormula) {
     EXPECT_EQ(calculate_order(256, 2, 64, 3), 2u);
 }
 
+// A slab holds at most 32767 objects (MAX_OBJS_PER_PAGE): when min_objects asks for an order
+// that would hold more, the kernel takes get_order(size * 32767) - 1. 8 B and 32767 objects:
+// get_order(262136) = 6 would hold 32768, so order 5 (16384 objects); 16 B: order 7 would hold
+// 32768, so 6. Below the bound nothing changes: 32 B and 8192 objects, order 6 (8192 objects).
+TEST(SlubOrder, ASlabHoldsAtMost32767Objects) {
+    EXPECT_EQ(calculate_order(8, 2, 32767, kMaxOrder), 5u);
+    EXPECT_EQ(calculate_order(16, 2, 32767, kMaxOrder), 6u);
+    EXPECT_EQ(calculate_order(32, 2, 8192, kMaxOrder), 6u);
+    for (size_t size : {8, 16, 24, 40, 64})
+        for (unsigned min_objects : {1000u, 20000u, 32767u}) {
+            unsigned order = calculate_order(size, 2, min_objects, kMaxOrder);
+            EXPECT_LE((kPageSize << order) / size, kMaxObjsPerSlab)
+                << size << " B, min_objects " << min_objects << ": order " << order;
+        }
+}
+
 TEST(SlubOrder, DefaultsBySize) {
     // min_partial = clamp(ilog2(size) / 2, 5, 10).
     EXPECT_EQ(default_min_partial(8), 5u);
@@ -383,6 +399,16 @@ TEST_F(Slub, TunablesAreCheckedAndNamed) {
     EXPECT_NE(std::string(why).find("empty"), std::string::npos);
     free(s, p);
     EXPECT_EQ(designs::shrink(s), 0u);
+    EXPECT_TRUE(tune(s, "order", 0, &why));
+    // An order whose slab would hold more than 32767 objects is refused, and says why (64-byte
+    // objects: order 9 would hold 32768); the cache keeps the order it had.
+    ASSERT_EQ(s->size, 64u);
+    EXPECT_TRUE(tune(s, "order", 8, &why));
+    EXPECT_FALSE(tune(s, "order", 9, &why));
+    EXPECT_NE(std::string(why).find("32767"), std::string::npos) << why;
+    EXPECT_FALSE(tune(s, "order", 10, &why));
+    EXPECT_EQ(s->order, 8u);
+    EXPECT_EQ(s->objects, 32768u / 2);
     EXPECT_TRUE(tune(s, "order", 0, &why));
     design_stats st = stats_of(s);
     ASSERT_EQ(st.nr_tunables, 3u);
