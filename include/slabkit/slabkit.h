@@ -63,7 +63,8 @@ typedef struct kmem_cache slabkit_cache;
 
 /* Creates a cache of objects of `size` bytes aligned to `align` (0 or a power of two; objects
  * are at least 8-aligned), with an optional constructor run once per object when its slab is
- * built (so a freed object must be returned in its constructed state). The name must be unique
+ * built (so a freed object must be returned in its constructed state; SLOB, which has no slabs,
+ * runs it on every allocation, as the kernel's SLOB did). The name must be unique
  * among live caches, 1..31 printable characters without spaces. Returns NULL, with a line on
  * stderr naming the problem, if any argument is bad or memory is short (with SLABKIT_PANIC:
  * aborts instead). */
@@ -108,7 +109,9 @@ SLABKIT_API size_t slabkit_cache_object_size(const slabkit_cache *cache);
 /* ---- kmalloc ------------------------------------------------------------------------------ */
 
 /* Size classes 8 16 32 64 96 128 192 256 512 1k 2k 4k 8k; larger from pages. Power-of-two
- * sizes are naturally aligned; every block is 8-aligned, and 16-aligned from 16 bytes up.
+ * sizes are naturally aligned; every block is 8-aligned (the kernel's minimum), and under every
+ * design but SLOB 16-aligned from 16 bytes up (SLOB keeps the kernel's 8: a 100-byte block
+ * takes 108 bytes with its header).
  * Size 0 gives SLABKIT_ZERO_SIZE_PTR; a size that cannot be served gives NULL. */
 SLABKIT_API void *slabkit_kmalloc(size_t size, unsigned gfp) SLABKIT_MALLOC_LIKE;
 SLABKIT_API void *slabkit_kmalloc_node(size_t size, unsigned gfp, int node) SLABKIT_MALLOC_LIKE;

@@ -13,13 +13,16 @@
 // overflows), and a cache that cannot be created throws std::runtime_error. Built without
 // exceptions (-fno-exceptions), each of these calls std::abort() instead.
 //
-// Alignment: kmalloc blocks are 8-aligned, 16-aligned from 16 bytes up, and power-of-two sizes
-// up to SLABKIT_KMALLOC_MAX_CACHE_SIZE are naturally aligned (slabkit.h). An over-aligned request
-// (alignment above 16) is therefore rounded up to a power of two of at least the alignment while
-// that stays within SLABKIT_KMALLOC_MAX_CACHE_SIZE; beyond it, the block is over-allocated by the
-// alignment and the start of the kmalloc block is kept in the word just below the address handed
-// out. Deallocation takes the same size and alignment as allocation (as std::allocator and
-// std::pmr require), so it finds the block again either way. Any power-of-two alignment works.
+// Alignment: kmalloc blocks are 8-aligned (the kernel's minimum; every design but SLOB gives 16
+// from 16 bytes up, SLOB 8 as the kernel's did), and power-of-two sizes up to
+// SLABKIT_KMALLOC_MAX_CACHE_SIZE are naturally aligned (slabkit.h). A request aligned above 8 is
+// therefore rounded up to a power of two of at least the alignment while that stays within
+// SLABKIT_KMALLOC_MAX_CACHE_SIZE (kmalloc's classes are mostly powers of two already: a
+// 16-aligned 100-byte request takes the 128-byte block it would anyway); beyond it, the block is
+// over-allocated by the alignment and the start of the kmalloc block is kept in the word just
+// below the address handed out. Deallocation takes the same size and alignment as allocation (as
+// std::allocator and std::pmr require), so it finds the block again either way. Any power-of-two
+// alignment works.
 //
 // Bad input (freeing what was not allocated here, destroying a cache with live objects) is
 // reported as slabkit.h describes.
@@ -103,7 +106,6 @@ constexpr std::size_t kmalloc_natural_limit = SLABKIT_KMALLOC_MAX_CACHE_SIZE;
 constexpr kmalloc_plan plan_kmalloc(std::size_t bytes, std::size_t align) noexcept {
     if (bytes == 0) bytes = 1; // a distinct block, not SLABKIT_ZERO_SIZE_PTR
     if (align <= 8) return {bytes, false};
-    if (align <= 16) return {bytes < 16 ? std::size_t{16} : bytes, false};
     std::size_t need = bytes < align ? align : bytes;
     if (need <= kmalloc_natural_limit) {
         std::size_t size = 1;
@@ -120,8 +122,8 @@ inline void *kmalloc_aligned(std::size_t bytes, std::size_t align) noexcept {
     if (plan.size == 0) return nullptr;
     void *block = slabkit_kmalloc(plan.size, 0);
     if (block == nullptr || !plan.stashed) return block;
-    // The block is at least 16-aligned, so the first multiple of align past its first word lies
-    // at most align bytes in, and bytes fit after it.
+    // The block is larger than SLABKIT_KMALLOC_MAX_CACHE_SIZE, so page-aligned: the first
+    // multiple of align past its first word lies at most align bytes in, and bytes fit after it.
     const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(block);
     const std::uintptr_t user = (start + sizeof(void *) + align - 1) & ~(std::uintptr_t{align} - 1);
     std::memcpy(reinterpret_cast<void *>(user - sizeof(void *)), &block, sizeof(void *));

@@ -148,10 +148,13 @@ void compute_object_layout(cache *c, freeptr_place place) {
         c->offset = 0;
     }
     if (!c->debug) c->inuse = static_cast<uint32_t>(size);
-    size = align_up(size, align);
-    c->size = static_cast<uint32_t>(size);
     c->align = static_cast<uint32_t>(align);
+    set_slot_size(c, align_up(size, align));
+}
 
+void set_slot_size(cache *c, size_t size) {
+    c->size = static_cast<uint32_t>(size);
+    // size = odd << shift; object_index divides by multiplying with odd's inverse mod 2^64.
     unsigned shift = static_cast<unsigned>(__builtin_ctzll(size));
     uint64_t odd = size >> shift;
     uint64_t inv = odd; // Newton's iteration doubles the correct low bits each step

@@ -237,6 +237,10 @@ void describe_cache(cache *c, const cache_args &args, design d);
 // Fills the object layout of c (size, offset, inuse, align and the division constants) from its
 // object_size, align, flags and ctor.
 void compute_object_layout(cache *c, freeptr_place place);
+// Sets c's slot size (bytes per object in a slab) and the division constants object_index
+// derives from it; for a design whose slots differ from compute_object_layout's (SLOB's units,
+// SLAB's smallest object).
+void set_slot_size(cache *c, size_t size);
 // The order `policy` picks for objects of `size` bytes.
 unsigned order_by_waste(size_t size, const order_policy &policy);
 // Sets c's slab order and what follows from it (objects per slab, colour step and range).

@@ -143,7 +143,8 @@ struct design_stats {
 // size header before each block, as the kernel's SLOB kept it), declares
 // `static constexpr bool own_kmalloc = true` and offers
 //   kmalloc(size, align, zero, node, debug_flags)
-//                                      a block of size bytes (size + 2 x align below a page,
+//                                      a block of size bytes (below a page less 8 at align 8,
+//                                      the kernel's kmalloc; else size + 2 x align below a page,
 //                                      32 more with debug flags, and debug::kBlockTracks with
 //                                      U), aligned to align (8 or more), or nullptr; with debug
 //                                      flags laid out for the debug layer's checks

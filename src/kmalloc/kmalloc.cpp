@@ -220,11 +220,11 @@ cache *cache_for(design d, unsigned i, class_table t) {
 }
 
 namespace {
-// The alignment every block has (slabkit.h): malloc's always 16 (max_align_t); kmalloc's 8, and
-// 16 from 16 bytes up. Power-of-two sizes are naturally aligned on top of it (the design's
-// kmalloc).
-size_t table_align(class_table t, size_t size) {
-    return t == class_table::malloc || size >= 16 ? 16 : kMinAlign;
+// The alignment a design's own kmalloc (SLOB's) is asked for: the malloc family's always 16
+// (max_align_t); kmalloc's the kernel's minimum, 8 (SLOB's minalign: mm/slob.c). Power-of-two
+// sizes are naturally aligned on top of it (the design's kmalloc).
+size_t table_align(class_table t) {
+    return t == class_table::malloc ? 16 : kMinAlign;
 }
 // The debug flags SLABKIT_DEBUG gives a design's own kmalloc blocks of `size` (SLOB's): those
 // of the name the size's class would have in table t (kmalloc-64, malloc-48, ...), looked up
@@ -255,7 +255,12 @@ void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero,
             const unsigned flags = own_block_debug(d, t, size);
             const size_t extra = flags ? 32 + ((flags & kStoreUser) ? debug::kBlockTracks : 0) : 0;
             const size_t need = flags && (size & (size - 1)) == 0 && size > align ? size : align;
-            if (align < kPageSize / 4 && size < kPageSize && size + extra + 2 * need < kPageSize) {
+            // The kernel's kmalloc (the minimum alignment, no debugging): the kernel's bound,
+            // below a page less that alignment (mm/slob.c, __do_kmalloc_node).
+            const bool kernel = align == kMinAlign && !flags;
+            if (kernel ? size < kPageSize - kMinAlign
+                       : align < kPageSize / 4 && size < kPageSize &&
+                             size + extra + 2 * need < kPageSize) {
                 *served = true;
                 return ops.kmalloc(size, align, zero, node, flags);
             }
@@ -303,7 +308,7 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
     if (has_own_kmalloc(d)) {
         // SLOB: blocks with a size header below a page; a page or more from the page allocator.
         bool served;
-        void *p = own_kmalloc(d, t, size, table_align(t, size), zero, node, &served);
+        void *p = own_kmalloc(d, t, size, table_align(t), zero, node, &served);
         if (served) return p;
     } else if (size <= kMaxCacheSize) {
         cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)

@@ -10,17 +10,19 @@
 //                cpu_cache): one array_cache and the slot's counters.
 //   slab_node    per NUMA node and cache (kmem_cache_node): three slab lists (full, partial,
 //                free) with counts, a bound on the free objects its slabs keep (`free_limit`),
-//                the colour of the next slab, a shared array (`shared` x `batchcount` entries)
+//                the colour of its last new slab, when the reaper next looks at it
+//                (`next_reap`), a shared array (`shared` x `batchcount` entries)
 //                and one alien cache per other node, under `list_lock` (alien caches have their
 //                own locks).
-//   slab page    priv[0] the slab's index array (free object indices at [active, objects)),
-//                priv[1] `active` (objects handed out of the slab), priv[2] the colour offset,
-//                aux the list it is on.
+//   slab page    priv[0] the slab's index array (one-byte indices of its free objects at
+//                [active, objects)), priv[1] `active` (objects handed out of the slab),
+//                priv[2] the colour offset, aux the list it is on.
 //
 // Where a slab's index array lives (chosen when the cache is made, as the kernel chose):
-//   objfreelist  inside one of the slab's free objects (no constructor, and the array fits in
-//                an object): the object allocated last, at position objects - 1; a full slab has
-//                no array until an object is freed into it, which becomes its home.
+//   objfreelist  inside one of the slab's free objects (no constructor, no init on free, and
+//                the array fits in an object): the object allocated last, at position
+//                objects - 1; a full slab has no array until an object is freed into it, which
+//                becomes its home.
 //   off-slab     from one of SLAB's array caches (objects large enough that this saves room).
 //   on-slab      at the end of the slab, after the objects.
 //
@@ -35,11 +37,12 @@
 //   Slabs with no object out go on the free list; beyond free_limit free objects they go back
 //   to the page allocator at once.
 //
-// The reaper runs on slow paths (core/trimmer.hpp): when a slot sees the trim epoch move it
-// drains a fifth of the limit of each of its arrays not touched since (every cache of SLAB);
-// the trimmer's pass over each cache drains a fifth of the shared arrays, one alien cache per
-// node, and gives back a fifth of the free slabs that free_limit allows, unless the node used
-// them since.
+// The reaper runs on slow paths, on the kernel's clock (see "the reaper's clock" below): every
+// 2 s a slot's refill or flush drains, in every SLAB cache, one alien cache of its node (round
+// robin over the nodes) and a fifth of the limit of its array unless it was touched since; and
+// every 4 s per node (next_reap) a fifth of the node's shared array, and a fifth of the free
+// slabs that free_limit allows unless the node used one since. The trimmer's pass over a cache
+// does that node part too, for nodes whose time has come.
 //
 // Where objects can be (each in exactly one): a user, a slot's array, a shared array, an alien
 // cache, its slab's free part of the index array. A slab's `active` counts the first four.
@@ -88,9 +91,13 @@ enum stat_item : unsigned {
 };
 extern const char *const kStatNames[NR_STATS];
 
-// A slab's index of one free object (the kernel's freelist_idx_t on 4 KiB pages).
-using freelist_idx = uint16_t;
-inline constexpr uint32_t kMaxObjectsPerSlab = 65535;
+// A slab's index of one free object: one byte, the kernel's freelist_idx_t on x86-64 (4 KiB
+// pages, and no object under SLAB_OBJ_MIN_SIZE = 16 bytes: KMALLOC_MIN_SIZE is 32 under
+// CONFIG_SLAB, so FREELIST_BYTE_INDEX is 1). A slab holds at most 255 objects
+// (SLAB_OBJ_MAX_NUM), and smaller objects are given 16-byte slots.
+using freelist_idx = uint8_t;
+inline constexpr uint32_t kMaxObjectsPerSlab = 255;
+inline constexpr size_t kObjMinSize = 16;
 
 // Where a cache keeps its slabs' index arrays (see above).
 enum class freelist_place : uint8_t { objfreelist, off_slab, on_slab };
@@ -159,9 +166,13 @@ struct alignas(kCacheLine) slab_node {
     std::atomic<uint64_t> free_slabs{0};
     std::atomic<uint64_t> free_objects{0}; // on the free parts of the index arrays
     uint64_t free_limit = 0;               // free objects kept before free slabs go back
+    // The colour of the last slab grown: the next one takes the one after it (so a cache's
+    // first slab has colour 1, as in the kernel's cache_grow_begin).
     std::atomic<unsigned> colour_next{0};
     bool free_touched = false; // a free slab was used since the reaper last looked
-    unsigned reap_alien_next = 0;
+    // When the reaper next drains the shared array and free slabs (reap_clock_ms() time; the
+    // kernel's next_reap, REAPTIMEOUT_NODE apart).
+    std::atomic<uint64_t> next_reap_ms{0};
     shared_array *shared = nullptr;               // nullptr when shared is 0
     alien_cache *alien[platform::kMaxNodes] = {}; // [other node]; nullptr for this one
 };
@@ -210,14 +221,48 @@ uint32_t default_limit(size_t size);
 inline constexpr uint32_t kMaxArrayEntries = 2000;
 
 // The cache's order, objects per slab and colour range for its object size and index-array
-// place (calculate_slab_order); false when no order up to kMaxOrder fits an object.
+// place (calculate_slab_order): from order 0 up, the first order that holds an object (at most
+// 255; off the slab only while the index array's block is at most half of object_size),
+// stopping at max_order or at a leftover of at most 1/8 of the slab. `size` is the slot,
+// `object_size` what the cache was asked for. False when no order up to kMaxOrder fits an
+// object.
 struct slab_geometry {
     unsigned order = 0;
     uint32_t objects = 0;
     size_t left_over = 0; // bytes of the slab that neither objects nor an on-slab array use
 };
-bool calculate_slab_order(size_t size, freelist_place place, unsigned max_order,
+bool calculate_slab_order(size_t size, size_t object_size, freelist_place place, unsigned max_order,
                           slab_geometry *out);
+// The block the kernel's kmalloc gives an off-slab index array of `bytes` (kmalloc_slab's cache
+// size under CONFIG_SLAB on x86-64: 32, 64, 128 (kmalloc-96's objects, cache-line aligned),
+// 128, 192, 256, then powers of two). It decides whether an array goes off the slab; the array
+// itself comes from SLAB's own array caches (meta_size_for).
+size_t freelist_block_size(size_t bytes);
+// Lays out cache s from what describe_cache filled in (__kmem_cache_create): its object slot
+// (compute_object_layout, then at least kObjMinSize bytes), where its index arrays live
+// (set_objfreelist_slab_cache, set_off_slab_cache, set_on_slab_cache in that order: inside a
+// free object unless the cache has a constructor, debugging or init on free; off the slab
+// when allowed and keeping it on the slab would cost an object), its order, objects per slab,
+// index array size and colours. False when no order holds an object.
+bool lay_out(slab_kmem_cache *s, bool allow_off_slab);
+
+// ---- the reaper's clock ------------------------------------------------------------------------
+//
+// The kernel's cache_reap ran on every CPU every REAPTIMEOUT_AC (2 s): it drained one alien
+// cache and the CPU's array of every cache, and, where the node's next_reap had passed (every
+// REAPTIMEOUT_NODE, 4 s, the first staggered by the cache's address), the node's shared array
+// and free slabs. Here a slot's refills and flushes run its pass when 2 s have passed since its
+// last (the first one second after its first), and the trimmer's pass over a cache does the
+// node part of the nodes whose next_reap has passed.
+inline constexpr uint64_t kReapFirstMs = 1000; // a slot's first pass (start_cpu_timer: HZ)
+inline constexpr uint64_t kReapSlotMs = 2000;  // REAPTIMEOUT_AC
+inline constexpr uint64_t kReapNodeMs = 4000;  // REAPTIMEOUT_NODE
+// The reaper's time in milliseconds: platform::now_coarse_ms(), or the clock a test put in place.
+uint64_t reap_clock_ms();
+// For tests: the reaper reads `now_ms` instead of the real clock (nullptr: the real clock again).
+void set_reap_clock(uint64_t (*now_ms)());
+// When slot `slot`'s next pass is due (reap_clock_ms() time; 0 until its first slow path).
+uint64_t slot_next_reap_ms(unsigned slot);
 
 void bootstrap();
 slab_kmem_cache *create(const cache_args &args, const char **why);
@@ -230,8 +275,9 @@ void flush_slot(slab_kmem_cache *s, unsigned slot, bool release);
 // every free slab; bumps the shrink generation so that other live slots flush at their next slow
 // path. Returns the slabs the cache still holds.
 size_t reclaim(slab_kmem_cache *s);
-// The reaper's pass over the cache's nodes (the trimmer calls it): a fifth of each shared array,
-// one alien cache per node, and a fifth of what free_limit allows of the free slabs.
+// The trimmer's pass over the cache: the node part of the reaper for each node whose next_reap
+// has passed (a fifth of its shared array, and a fifth of what free_limit allows of its free
+// slabs unless one was used since), so that nodes whose slots are quiet are reaped too.
 void trim(slab_kmem_cache *s);
 // "order", "limit", "batchcount", "shared".
 bool tune(slab_kmem_cache *s, const char *name, unsigned long value, const char **why);

@@ -23,35 +23,58 @@ unsigned caller_node(slab_kmem_cache *s) {
     return cpu < topo.cpus ? topo.cpu_node[cpu] % s->nr_nodes : 0;
 }
 
-// The trim epoch each slot last reaped its arrays at.
-uint64_t g_reap_seen[kMaxSlots];
+std::atomic<uint64_t (*)()> g_reap_clock{nullptr};
+
+// Each slot's reaper, as each CPU's cache_reap work: when its next pass is due (0: not started),
+// and the node whose alien caches it drains next (the kernel's slab_reap_node, which starts at
+// the node after the CPU's own and moves on by one node a pass).
+uint64_t g_next_reap_ms[kMaxSlots];
+unsigned g_reap_node[kMaxSlots];
 
 struct reap_visit {
     unsigned slot;
+    unsigned node;      // the slot's node
+    unsigned reap_node; // the node whose alien caches this pass drains
+    uint64_t now;
 };
 
+// cache_reap's work on one cache, for one slot: one alien cache of the slot's node, the slot's
+// array, and the node part when its next_reap has passed.
 void reap_slot_of_cache(cache *c, void *arg) {
     if (c->kind != design::slab) return;
     auto *s = static_cast<slab_kmem_cache *>(c);
-    if (s->meta || s->dead) return;
-    unsigned slot = static_cast<reap_visit *>(arg)->slot;
-    if (slab_cpu *cpu = s->cpu_cache[slot].load(std::memory_order_relaxed)) reap_cpu(s, cpu);
+    if (s->dead) return;
+    const reap_visit &v = *static_cast<reap_visit *>(arg);
+    const unsigned node = v.node % s->nr_nodes;
+    if (!s->meta) {
+        if (s->numa) reap_alien(s, s->node_slab[node], v.reap_node % s->nr_nodes);
+        if (slab_cpu *cpu = s->cpu_cache[v.slot].load(std::memory_order_relaxed)) reap_cpu(s, cpu);
+    }
+    reap_node(s, node, v.now);
 }
 
-// The per-slot half of the reaper (the kernel's cache_reap on each CPU): when the trim epoch
-// moved since this slot last looked, each of its arrays in every SLAB cache gives back a fifth
-// of its limit unless it was used since. Skipped (to be done at a later slow path) while
-// another thread holds the cache registry.
+// A slot's pass over every SLAB cache, every kReapSlotMs from its first slow path plus
+// kReapFirstMs. As the kernel's cache_reap, it gives up its turn (the next is kReapSlotMs
+// later) when the cache registry is busy.
 void maybe_reap_slot(unsigned slot) {
-    uint64_t epoch = trimmer::epoch();
-    if (SLABKIT_LIKELY(g_reap_seen[slot] == epoch)) return;
+    const uint64_t now = reap_clock_ms();
+    const uint64_t due = g_next_reap_ms[slot];
+    if (SLABKIT_LIKELY(now < due)) return;
+    const unsigned nodes = page_allocator::global().nodes();
+    const unsigned node = slots::node_of(slot) % nodes;
+    if (due == 0) { // the slot's first slow path starts its reaper
+        g_next_reap_ms[slot] = now + kReapFirstMs;
+        g_reap_node[slot] = (node + 1) % nodes;
+        return;
+    }
+    g_next_reap_ms[slot] = now + kReapSlotMs;
     deferred_release defer; // slabs emptied under the registry lock go back after it
     platform::mutex &reg = registry::lock();
     if (!reg.try_lock()) return;
-    g_reap_seen[slot] = epoch;
-    reap_visit v{slot};
+    reap_visit v{slot, node, g_reap_node[slot], now};
     registry::for_each_locked(reap_slot_of_cache, &v);
     reg.unlock();
+    g_reap_node[slot] = (g_reap_node[slot] + 1) % nodes;
 }
 
 // A slot's array remade for the cache's tunables now: its objects go back, it is freed and a
@@ -82,8 +105,24 @@ slab_cpu *maintain(slab_kmem_cache *s, unsigned slot, slab_cpu *c) {
         c = remake_cpu(s, slot, c);
         if (!c) return nullptr;
     }
-    maybe_reap_slot(slot);
     return c;
+}
+
+uint64_t reap_clock_ms() {
+    uint64_t (*clock)() = g_reap_clock.load(std::memory_order_relaxed);
+    return SLABKIT_LIKELY(!clock) ? platform::now_coarse_ms() : clock();
+}
+
+void set_reap_clock(uint64_t (*now_ms)()) {
+    g_reap_clock.store(now_ms, std::memory_order_relaxed);
+}
+
+uint64_t slot_next_reap_ms(unsigned slot) {
+    return slot < kMaxSlots ? g_next_reap_ms[slot] : 0;
+}
+
+void reap_slot(unsigned slot) {
+    if (slot < kMaxSlots) maybe_reap_slot(slot);
 }
 
 namespace {
@@ -162,16 +201,15 @@ page *grow_begin(slab_kmem_cache *s, int node) {
     if (!mem) return nullptr;
     page *pg = virt_to_page(mem);
     slab_node *n = node_of(s, pg);
-    // Colouring: each new slab of a node starts its objects one colour step further, cycling
-    // through the slab's leftover, so that the slabs' first objects fall on different cache
-    // sets.
+    // Colouring (cache_grow_begin): each new slab of a node starts its objects one colour step
+    // further than the node's last, cycling through the colours the slab's leftover holds, so
+    // that the slabs' first objects fall on different cache sets. The step comes first: a
+    // node's first slab has colour 1 (0 when there are fewer than two colours).
     unsigned colours = s->colour_off ? s->colour_range / s->colour_off : 0;
-    unsigned colour = 0;
-    if (colours > 0) {
-        // Racy between growers of one node, as the kernel's: a colour used twice is harmless.
-        colour = n->colour_next.load(std::memory_order_relaxed) % colours;
-        n->colour_next.store(colour + 1 < colours ? colour + 1 : 0, std::memory_order_relaxed);
-    }
+    // Racy between growers of one node, as the kernel's: a colour used twice is harmless.
+    unsigned colour = n->colour_next.load(std::memory_order_relaxed) + 1;
+    if (colour >= colours) colour = 0;
+    n->colour_next.store(colour, std::memory_order_relaxed);
     unsigned offset = colour * s->colour_off;
     char *base = static_cast<char *>(mem) + offset;
     freelist_idx *fl = nullptr;
@@ -280,12 +318,13 @@ void drain_cpu(slab_kmem_cache *s, slab_cpu *c, bool to_slabs) {
 }
 
 void reap_cpu(slab_kmem_cache *s, slab_cpu *c) {
+    // drain_array: an empty array is left as it is, touched or not.
+    uint32_t avail = c->ac.count();
+    if (!avail) return;
     if (c->ac.touched) {
         c->ac.touched = 0;
         return;
     }
-    uint32_t avail = c->ac.count();
-    if (!avail) return;
     uint32_t nr = (c->ac.limit + 4) / 5;
     if (nr > avail) nr = (avail + 1) / 2;
     flush_bottom(s, c, nr, false);
@@ -316,6 +355,7 @@ void *alloc_slow(slab_kmem_cache *s, unsigned slot, int node, bool zero) {
             c->ac.set_count(avail - 1);
             obj = c->entry()[avail - 1];
         } else {
+            reap_slot(slot); // the reaper's turn comes on refills and flushes
             obj = refill(s, c);
         }
     }

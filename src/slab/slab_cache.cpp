@@ -1,6 +1,7 @@
 // slab_cache.cpp - SLAB cache management: boot settings and sizing (order, index-array place,
 // limit, batchcount, shared), the static bootstrap and SLAB's own metadata allocator, create,
 // destroy, flushing slots, shrink, the reaper's pass, tunables, statistics and fork.
+#include "base/bits.hpp"
 #include "core/report.hpp"
 #include "core/slot_array.hpp"
 #include "page/page_allocator.hpp"
@@ -35,23 +36,36 @@ size_t meta_size_for(size_t bytes) {
     return size <= kMetaMaxSize ? size : 0;
 }
 
-bool calculate_slab_order(size_t size, freelist_place place, unsigned max_order,
+size_t freelist_block_size(size_t bytes) {
+    // kmalloc_slab's caches under CONFIG_SLAB: the smallest is kmalloc-32 (KMALLOC_SHIFT_LOW 5);
+    // kmalloc-96 and kmalloc-192 are made with SLAB_HWCACHE_ALIGN, which rounds kmalloc-96's
+    // objects up to 128 bytes.
+    if (bytes <= 32) return 32;
+    if (bytes <= 64) return 64;
+    if (bytes <= 128) return 128;
+    if (bytes <= 192) return 192;
+    size_t block = 256;
+    while (block < bytes) block <<= 1;
+    return block;
+}
+
+bool calculate_slab_order(size_t size, size_t object_size, freelist_place place, unsigned max_order,
                           slab_geometry *out) {
     bool found = false;
     for (unsigned order = 0; order <= kMaxOrder; ++order) {
         size_t slab = kPageSize << order;
-        // An on-slab array takes one index per object from the slab.
+        // cache_estimate: an on-slab array takes one index per object from the slab.
         size_t per_object = size + (place == freelist_place::on_slab ? sizeof(freelist_idx) : 0);
         size_t num = slab / per_object;
         size_t left = slab % per_object;
         if (num == 0) continue;
         if (num > kMaxObjectsPerSlab) break;
-        if (place == freelist_place::off_slab) {
-            // Off the slab only where the array's cache is small against the object: otherwise
-            // keeping it on the slab costs less.
-            size_t fl_cache = meta_size_for(num * sizeof(freelist_idx));
-            if (fl_cache == 0 || fl_cache > size / 2) continue;
-        }
+        // Off the slab only where the array's block is at most half an object (the kernel
+        // compares with the size the cache was asked for, before alignment): otherwise keeping
+        // it on the slab costs less.
+        if (place == freelist_place::off_slab &&
+            freelist_block_size(num * sizeof(freelist_idx)) > object_size / 2)
+            continue;
         out->order = order;
         out->objects = static_cast<uint32_t>(num);
         out->left_over = left;
@@ -72,21 +86,31 @@ unsigned cpus_of_node(unsigned node, unsigned nr_nodes) {
     return node < platform::kMaxNodes ? topo.node_cpus[node] : 0;
 }
 
-// The index-array place and geometry (the kernel's order of preference: inside a free object,
-// off the slab, on the slab). Bootstrap caches never go off the slab: their arrays would come
-// from themselves.
-bool choose_layout(slab_kmem_cache *s, bool allow_off_slab) {
+} // namespace
+
+bool lay_out(slab_kmem_cache *s, bool allow_off_slab) {
+    compute_object_layout(s, freeptr_place::none);
+    // ALIGN(SLAB_OBJ_MIN_SIZE, align): a page's slab of smaller objects would hold more than
+    // a one-byte index counts.
+    if (s->size < kObjMinSize) set_slot_size(s, align_up(kObjMinSize, size_t{s->align}));
     const unsigned max_order = g_settings.max_order;
+    const size_t size = s->size, object_size = s->object_size;
     slab_geometry g;
-    if (!s->ctor && !s->debug &&
-        calculate_slab_order(s->size, freelist_place::objfreelist, max_order, &g) &&
-        uint64_t{g.objects} * sizeof(freelist_idx) <= s->object_size) {
+    // Inside a free object (set_objfreelist_slab_cache): not with a constructor (the array
+    // would overwrite constructed state), debugging, or init on free (slab_want_init_on_free:
+    // the array's bytes would be left in an object handed out); and only if the array fits in
+    // the object.
+    const bool objfreelist = !s->ctor && !s->debug && !(s->init.load() & hardening::kInitOnFree);
+    if (objfreelist &&
+        calculate_slab_order(size, object_size, freelist_place::objfreelist, max_order, &g) &&
+        uint64_t{g.objects} * sizeof(freelist_idx) <= object_size) {
         s->place = freelist_place::objfreelist;
     } else if (allow_off_slab &&
-               calculate_slab_order(s->size, freelist_place::off_slab, max_order, &g) &&
+               calculate_slab_order(size, object_size, freelist_place::off_slab, max_order, &g) &&
                g.left_over < uint64_t{g.objects} * sizeof(freelist_idx)) {
+        // Off the slab (set_off_slab_cache) only when the leftover could not hold the array.
         s->place = freelist_place::off_slab;
-    } else if (calculate_slab_order(s->size, freelist_place::on_slab, max_order, &g)) {
+    } else if (calculate_slab_order(size, object_size, freelist_place::on_slab, max_order, &g)) {
         s->place = freelist_place::on_slab;
     } else {
         return false;
@@ -98,6 +122,8 @@ bool choose_layout(slab_kmem_cache *s, bool allow_off_slab) {
     s->colour_range = static_cast<uint32_t>(g.left_over);
     return true;
 }
+
+namespace {
 
 void set_tunables(slab_kmem_cache *s, uint32_t limit, uint32_t batchcount, uint32_t shared) {
     s->limit = limit;
@@ -122,8 +148,8 @@ void default_tunables(slab_kmem_cache *s) {
 bool setup_common(slab_kmem_cache *s, const cache_args &args, bool meta) {
     describe_cache(s, args, design::slab);
     s->meta = meta;
-    compute_object_layout(s, freeptr_place::none);
-    if (!choose_layout(s, !meta)) return false;
+    // Bootstrap caches never go off the slab: their arrays would come from themselves.
+    if (!lay_out(s, !meta)) return false;
     default_tunables(s);
     s->nr_nodes = page_allocator::global().nodes();
     s->numa = s->nr_nodes > 1;
@@ -137,6 +163,11 @@ bool setup_common(slab_kmem_cache *s, const cache_args &args, bool meta) {
 
 void init_node(slab_kmem_cache *s, slab_node *n, unsigned node) {
     n->free_limit = node_free_limit(s, node);
+    // The first node reap REAPTIMEOUT_NODE from now, plus the cache's address modulo it, so
+    // that caches made together are not reaped together (init_cache_node).
+    n->next_reap_ms.store(reap_clock_ms() + kReapNodeMs +
+                              reinterpret_cast<uintptr_t>(s) % kReapNodeMs,
+                          std::memory_order_relaxed);
 }
 
 } // namespace
@@ -366,22 +397,15 @@ struct leak_count {
 void report_leaks(page *pg, void *arg) {
     auto *l = static_cast<leak_count *>(arg);
     slab_kmem_cache *s = l->s;
-    constexpr uint32_t kWindow = 8192;
-    uint64_t free_map[kWindow / 64];
+    uint64_t free_map[(kMaxObjectsPerSlab + 64) / 64] = {};
     uint32_t active = slab_active(pg);
     const freelist_idx *fl = index_array(pg);
-    for (uint32_t first = 0; first < s->objects; first += kWindow) {
-        for (uint64_t &w : free_map) w = 0;
-        for (uint32_t i = active; fl && i < s->objects; ++i) {
-            uint32_t idx = fl[i];
-            if (idx >= first && idx - first < kWindow)
-                free_map[(idx - first) / 64] |= uint64_t{1} << ((idx - first) % 64);
-        }
-        for (uint32_t i = first; i < s->objects && i - first < kWindow; ++i) {
-            if (free_map[(i - first) / 64] >> ((i - first) % 64) & 1) continue;
-            report_leaked_object(s, index_to_obj(s, pg, i));
-            ++l->objects;
-        }
+    for (uint32_t i = active; fl && i < s->objects; ++i)
+        free_map[fl[i] / 64] |= uint64_t{1} << (fl[i] % 64);
+    for (uint32_t i = 0; i < s->objects; ++i) {
+        if (free_map[i / 64] >> (i % 64) & 1) continue;
+        report_leaked_object(s, index_to_obj(s, pg, i));
+        ++l->objects;
     }
 }
 
@@ -482,52 +506,56 @@ size_t reclaim(slab_kmem_cache *s) {
     return slabs_held(s);
 }
 
+void reap_alien(slab_kmem_cache *s, slab_node *n, unsigned remote) {
+    alien_cache *alc = n->alien[remote];
+    if (!alc || !alc->ac.count() || !alc->lock.try_lock()) return;
+    release_chain chain;
+    drain_alien(s, alc, remote, chain, nullptr);
+    alc->lock.unlock();
+    release(s, chain);
+}
+
+bool reap_node(slab_kmem_cache *s, unsigned node, uint64_t now) {
+    slab_node *n = s->node_slab[node];
+    if (!n) return false;
+    // One reaper wins the node's turn; the others (and everyone until next_reap) pass.
+    uint64_t due = n->next_reap_ms.load(std::memory_order_relaxed);
+    if (now < due ||
+        !n->next_reap_ms.compare_exchange_strong(due, now + kReapNodeMs, std::memory_order_relaxed))
+        return false;
+    release_chain chain;
+    {
+        platform::lock_guard guard(n->list_lock);
+        // drain_array: an empty array is left as it is, touched or not.
+        shared_array *sh = n->shared;
+        if (uint32_t avail = sh ? sh->ac.count() : 0) {
+            if (sh->ac.touched) {
+                sh->ac.touched = 0;
+            } else {
+                uint32_t nr = (sh->ac.limit + 4) / 5;
+                if (nr > avail) nr = (avail + 1) / 2;
+                free_block(s, n, sh->entry(), nr, chain, nullptr);
+                memmove(sh->entry(), sh->entry() + nr, sizeof(void *) * (avail - nr));
+                sh->ac.set_count(avail - nr);
+            }
+        }
+        if (n->free_touched) {
+            n->free_touched = false;
+        } else {
+            uint64_t per_pass =
+                (n->free_limit + 5 * uint64_t{s->objects} - 1) / (5 * uint64_t{s->objects});
+            uint32_t freed = drain_free_slabs(s, n, per_pass, chain);
+            s->shared_stats[REAPED].add_shared(freed);
+        }
+    }
+    release(s, chain);
+    return true;
+}
+
 void trim(slab_kmem_cache *s) {
     if (s->dead) return;
-    for (unsigned node = 0; node < s->nr_nodes; ++node) {
-        slab_node *n = s->node_slab[node];
-        if (!n) continue;
-        // One alien cache per pass, round robin (reap_alien), if its lock is free.
-        if (s->numa) {
-            for (unsigned i = 0; i < s->nr_nodes; ++i) {
-                unsigned r = (n->reap_alien_next + i) % s->nr_nodes;
-                alien_cache *alc = n->alien[r];
-                if (!alc) continue;
-                n->reap_alien_next = r + 1;
-                if (alc->ac.count() && alc->lock.try_lock()) {
-                    release_chain chain;
-                    drain_alien(s, alc, r, chain, nullptr);
-                    alc->lock.unlock();
-                    release(s, chain);
-                }
-                break;
-            }
-        }
-        release_chain chain;
-        {
-            platform::lock_guard guard(n->list_lock);
-            if (shared_array *sh = n->shared) {
-                if (sh->ac.touched) {
-                    sh->ac.touched = 0;
-                } else if (uint32_t avail = sh->ac.count()) {
-                    uint32_t nr = (sh->ac.limit + 4) / 5;
-                    if (nr > avail) nr = (avail + 1) / 2;
-                    free_block(s, n, sh->entry(), nr, chain, nullptr);
-                    memmove(sh->entry(), sh->entry() + nr, sizeof(void *) * (avail - nr));
-                    sh->ac.set_count(avail - nr);
-                }
-            }
-            if (n->free_touched) {
-                n->free_touched = false;
-            } else {
-                uint64_t per_pass =
-                    (n->free_limit + 5 * uint64_t{s->objects} - 1) / (5 * uint64_t{s->objects});
-                uint32_t freed = drain_free_slabs(s, n, per_pass, chain);
-                s->shared_stats[REAPED].add_shared(freed);
-            }
-        }
-        release(s, chain);
-    }
+    const uint64_t now = reap_clock_ms();
+    for (unsigned node = 0; node < s->nr_nodes; ++node) reap_node(s, node, now);
 }
 
 // ---- tunables -------------------------------------------------------------------------------
@@ -591,15 +619,29 @@ bool apply_tunables(slab_kmem_cache *s, uint32_t limit, uint32_t batch, uint32_t
 } // namespace
 
 bool set_order(slab_kmem_cache *s, unsigned order, const char **why) {
+    // set_slab_order fills in its own objects per slab and colours: put them back if the index
+    // array refuses the order.
+    const uint8_t old_order = s->order;
+    const uint32_t old_objects = s->objects, old_colour_off = s->colour_off,
+                   old_colour_range = s->colour_range;
     if (!set_slab_order(s, order, slabs_held(s), why)) return false;
-    // The index array's place and size follow the objects per slab.
+    // The index array's place stays; its size follows the objects per slab.
     size_t slab = kPageSize << order;
     size_t per_object = s->size + (s->place == freelist_place::on_slab ? sizeof(freelist_idx) : 0);
     size_t num = slab / per_object;
-    if (num == 0 || num > kMaxObjectsPerSlab ||
-        (s->place == freelist_place::objfreelist && num * sizeof(freelist_idx) > s->object_size) ||
-        (s->place == freelist_place::off_slab && meta_size_for(num * sizeof(freelist_idx)) == 0)) {
-        *why = "the slab's index array does not fit at that order";
+    const char *refused = nullptr;
+    if (num == 0)
+        refused = "the slab's index array leaves no room for an object at that order";
+    else if (num > kMaxObjectsPerSlab)
+        refused = "a slab of that order would hold more than 255 objects (SLAB's one-byte index)";
+    else if (s->place == freelist_place::objfreelist && num * sizeof(freelist_idx) > s->object_size)
+        refused = "the slab's index array would not fit in an object at that order";
+    if (refused) {
+        s->order = old_order;
+        s->objects = old_objects;
+        s->colour_off = old_colour_off;
+        s->colour_range = old_colour_range;
+        *why = refused;
         return false;
     }
     s->order = static_cast<uint8_t>(order);

@@ -234,6 +234,7 @@ void free_slow(slab_kmem_cache *s, page *pg, void *obj) {
         // cache_flusharray: batchcount from the cold end to the shared array, or the slabs.
         count(s, c, FREEMISS);
         flush_bottom(s, c, c->ac.batchcount, true);
+        reap_slot(slot); // the reaper's turn comes on refills and flushes
     } else {
         count(s, c, FREEHIT); // the slot's array was just made
     }

@@ -111,14 +111,24 @@ void debug_slot_free(cache *c, void *slot);
 // short.
 slab_cpu *get_cpu(slab_kmem_cache *s, unsigned slot);
 // What a slot does at the start of each slow path: honour a shrink (give back its whole
-// array), a change of tunables (remake its array, which may fail: nullptr) and the reaper's
-// epoch. Returns the slot's array.
+// array) and a change of tunables (remake its array, which may fail: nullptr). Returns the
+// slot's array.
 slab_cpu *maintain(slab_kmem_cache *s, unsigned slot, slab_cpu *c);
+// The slot's reaper (cache_reap), on refills and flushes: when its pass is due (kReapSlotMs
+// apart), in every SLAB cache one alien cache of its node, its array (reap_cpu), and the node
+// part (reap_node); skipped until the next pass when the cache registry is busy.
+void reap_slot(unsigned slot);
+// One alien cache of node n (the one of node `remote`), if its lock is free (reap_alien).
+void reap_alien(slab_kmem_cache *s, slab_node *n, unsigned remote);
+// The node part of the reaper, when node's next_reap has passed at `now` (false: not yet, or
+// another reaper took this turn): a fifth of its shared array unless it was touched since,
+// and a fifth of what free_limit allows of its free slabs unless one was used since.
+bool reap_node(slab_kmem_cache *s, unsigned node, uint64_t now);
 // Every object of a slot's array back to its node (shared array first unless `to_slabs`).
 void drain_cpu(slab_kmem_cache *s, slab_cpu *c, bool to_slabs);
-// The reaper's share of one array (drain_array): nothing if it was touched since the last look
-// (which clears `touched`), else a fifth of its limit (or half of what it holds, if less) from
-// the cold end.
+// The reaper's share of one array (drain_array): nothing if it is empty, or if it was touched
+// since the last look (which clears `touched`), else a fifth of its limit (or half of what it
+// holds, if less) from the cold end.
 void reap_cpu(slab_kmem_cache *s, slab_cpu *c);
 
 // A shared array or an alien cache of `entries` entries on node `node`.

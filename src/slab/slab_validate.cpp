@@ -45,25 +45,20 @@ struct checker {
         if (s->place == freelist_place::objfreelist &&
             index_to_obj(s, pg, fl[s->objects - 1]) != static_cast<const void *>(fl))
             fail("an objfreelist slab's array is not in its last free object", page_to_virt(pg));
-        // Distinct: a bitmap of up to 65535 indices, in windows.
-        constexpr uint32_t kWindow = 8192;
-        uint64_t seen[kWindow / 64];
-        for (uint32_t first = 0; first < s->objects; first += kWindow) {
-            for (uint64_t &w : seen) w = 0;
-            for (uint32_t i = active; i < s->objects; ++i) {
-                uint32_t idx = fl[i];
-                if (idx >= s->objects) {
-                    fail("a slab's index array holds an index past its objects", page_to_virt(pg));
-                    return;
-                }
-                if (idx < first || idx - first >= kWindow) continue;
-                uint64_t bit = uint64_t{1} << ((idx - first) % 64);
-                if (seen[(idx - first) / 64] & bit) {
-                    fail("a slab's index array lists an object twice", index_to_obj(s, pg, idx));
-                    return;
-                }
-                seen[(idx - first) / 64] |= bit;
+        // Distinct: a bitmap of the (at most 255) indices.
+        uint64_t seen[(kMaxObjectsPerSlab + 64) / 64] = {};
+        for (uint32_t i = active; i < s->objects; ++i) {
+            uint32_t idx = fl[i];
+            if (idx >= s->objects) {
+                fail("a slab's index array holds an index past its objects", page_to_virt(pg));
+                return;
             }
+            uint64_t bit = uint64_t{1} << (idx % 64);
+            if (seen[idx / 64] & bit) {
+                fail("a slab's index array lists an object twice", index_to_obj(s, pg, idx));
+                return;
+            }
+            seen[idx / 64] |= bit;
         }
     }
 

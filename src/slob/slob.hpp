@@ -16,13 +16,17 @@
 // Paths (all under the one lock):
 //   alloc  search the request's list for a page with enough free units, first fit within the
 //          page, honouring alignment (an aligned block splits the free block before it); the
-//          page where a search succeeds moves to the list's head (Knuth's next fit). None: a new
-//          page. Objects of a page or more take whole pages from the page allocator.
+//          list is rotated so that the page where a search succeeds is its head and the pages
+//          passed over its tail (Knuth's next fit). None: a new page. A cache's object takes
+//          the units of its size at the cache's alignment; objects of a page or more take
+//          whole pages from the page allocator.
 //   free   put the block back in address order, merging with the free block before and the one
 //          after it - including a block freed just before the page's first free block (seed
 //          002's fix) - and give the page back when all of it is free.
-//   kmalloc  a header of the alignment's size before the block holds the size asked for (and a
-//          check word); a page or more goes to the page allocator; ksize from the header.
+//   kmalloc  an 8-byte header (the kernel's minalign) before the block holds the size asked for
+//          (and a check word); the block 8-aligned, a power-of-two size aligned to itself; sizes
+//          from a page less 8 bytes go to the page allocator; ksize: the header's size in whole
+//          units (the kernel's __ksize).
 //   constructors run on every allocation, as the kernel's SLOB ran them.
 //
 // Lock order: cache registry -> the SLOB lock (statistics walk the pages under it); the page
@@ -64,8 +68,12 @@ extern const char *const kStatNames[NR_STATS];
 using slobidx = int16_t;
 inline constexpr size_t kUnit = sizeof(slobidx);
 inline constexpr unsigned kPageUnits = static_cast<unsigned>(kPageSize / kUnit);
-inline constexpr size_t kBreak1 = 256;
-inline constexpr size_t kBreak2 = 1024;
+inline constexpr size_t kBreak1 = 256;  // the kernel's SLOB_BREAK1: small below it
+inline constexpr size_t kBreak2 = 1024; // SLOB_BREAK2: medium below it, large from it
+// kmalloc's minimum alignment, and its header's bytes: the kernel's minalign, the larger of
+// ARCH_KMALLOC_MINALIGN and ARCH_SLAB_MINALIGN (both 8 on x86-64).
+inline constexpr size_t kMinalign = 8;
+static_assert(kMinalign == kMinAlign);
 // The units a request of `bytes` takes.
 constexpr unsigned units_of(size_t bytes) {
     return static_cast<unsigned>((bytes + kUnit - 1) / kUnit);
@@ -101,15 +109,20 @@ void free(slob_cache *s, void *obj);
 void free_to_slab(slob_cache *s, page *pg, void *obj);
 void kfree(slob_cache *s, page *pg, void *obj, const char *op);
 
-// kmalloc: `size` (>= 1) bytes aligned to `align` (a power of two, 8 at least), zeroed if asked;
-// nullptr when memory is short. The caller sends only sizes with size + 2 x align below a page
-// (header, rounding and alignment fit; with debug flags, 32 bytes more, and the tracks with U);
-// larger ones are page blocks. debug_flags (the spec's for the size's class): a block the debug
-// layer checks (red zone, poison, quarantine, owner tracking with U; slob_cache.cpp).
+// kmalloc: `size` (>= 1) bytes aligned to `align` (a power of two, kMinalign at least), zeroed if
+// asked; nullptr when memory is short. With align kMinalign, the kernel's kmalloc: size +
+// kMinalign bytes, the header holding size, a power-of-two size aligned to itself; the caller
+// (kmalloc's own_kmalloc) sends sizes below a page less kMinalign, as the kernel's. A larger
+// align (the malloc family's 16, an aligned request): the block aligned so; at 16, rounded up
+// so that the next block can start aligned right after it, its header holding the rounded size;
+// the caller keeps size + 2 x align below a page. With debug flags (the spec's for the size's
+// class), 32 bytes more, and the tracks with U: a block the debug layer checks (red zone,
+// poison, quarantine, owner tracking with U; slob_cache.cpp).
 void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_flags);
 // ksize of p, an object start (kfree's check) of a slab page of s: for the arena, a kmalloc
-// block's usable size (the size asked for, rounded up so that the next block starts aligned;
-// 0 if p has no valid header); for a cache, its object size.
+// block's (the kernel's __ksize: its header's size in whole units, the size asked for rounded
+// up to 2 bytes - a malloc block's rounded size; a debugged block's size asked for; 0 if p has
+// no valid header); for a cache, the bytes its objects take (their units).
 size_t usable_size(const slob_cache *s, const void *p);
 
 // The arena: the owner of every SLOB page.

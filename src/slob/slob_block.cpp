@@ -43,10 +43,6 @@ bool slob_last(slobidx *s) {
     return (reinterpret_cast<uintptr_t>(slob_next(s)) & (kPageSize - 1)) == 0;
 }
 
-unsigned list_for(size_t bytes) {
-    return bytes < kBreak1 ? 0 : bytes < kBreak2 ? 1 : 2;
-}
-
 slobidx *freelist_of(const page *pg) {
     return reinterpret_cast<slobidx *>(pg->priv[0]);
 }
@@ -151,6 +147,22 @@ slobidx *page_alloc(page *pg, unsigned units, size_t align, size_t align_offset,
 
 platform::mutex &lock() {
     return g_lock;
+}
+
+unsigned list_for(size_t bytes) {
+    return bytes < kBreak1 ? 0 : bytes < kBreak2 ? 1 : 2;
+}
+
+unsigned list_of_page(const page *pg) {
+    return list_of(pg);
+}
+
+page *first_on_list(unsigned list) {
+    return g_lists[list].first;
+}
+
+unsigned free_units_of(const page *pg) {
+    return free_units(pg);
 }
 
 void *block_alloc(size_t bytes, size_t align, size_t align_offset, int node) {

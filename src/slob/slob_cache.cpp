@@ -26,12 +26,15 @@ slob_cache g_arena;
 std::atomic<bool> g_booted{false};
 platform::mutex g_boot_lock;
 
-// The kmalloc header: the block's usable size and a check word, in the 8 bytes before it.
+// The kmalloc header, in the kMinalign bytes before the block (the kernel's: the size in the
+// first 4): the size the block was asked for (a malloc block's: rounded, see kmalloc) and a
+// check word.
 struct kmalloc_header {
     uint32_t size;
     uint32_t check;
 };
 constexpr size_t kHeader = sizeof(kmalloc_header);
+static_assert(kHeader == kMinalign, "the header fills the minimum alignment, as the kernel's");
 uint32_t check_of(const void *p, uint32_t size) {
     return size ^ static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) >> 3) ^ 0x5105b10cu;
 }
@@ -90,8 +93,15 @@ unsigned order_for(size_t size) {
     return order;
 }
 
+// The kernel's c->size: what an object asks of slob_alloc - its size (a debug cache's: its slot,
+// object and debug metadata together).
+size_t request_bytes(const slob_cache *s) {
+    return s->debug ? s->size : s->object_size;
+}
+
+// Objects of a page or more take whole pages (the kernel's c->size < PAGE_SIZE test).
 bool big(const slob_cache *s) {
-    return s->size >= kPageSize;
+    return request_bytes(s) >= kPageSize;
 }
 
 // A block from the lists, adding a page when none has room (the page allocator is called with
@@ -198,7 +208,13 @@ void setup(slob_cache *s, const cache_args &args) {
     // No slabs. For the statistics, a cache's "slab" is the pages one object of a page or more
     // takes, or one page's worth of smaller objects (their pages are shared: the figures are the
     // pages their bytes fill).
-    s->order = static_cast<uint8_t>(big(s) ? order_for(s->size) : 0);
+    if (!s->debug) {
+        // An object takes the SLOB units of its size, at the cache's alignment: the kernel's
+        // slob_alloc of c->size with c->align (not the size rounded up to the alignment).
+        set_slot_size(s, units_of(s->object_size) * kUnit);
+        s->inuse = s->size;
+    }
+    s->order = static_cast<uint8_t>(big(s) ? order_for(request_bytes(s)) : 0);
     s->objects = big(s) ? 1 : static_cast<uint32_t>(kPageSize / s->size);
 }
 
@@ -322,7 +338,7 @@ namespace {
 void *alloc_block(slob_cache *s, int node) {
     void *obj;
     if (big(s)) {
-        obj = page_allocator::global().alloc(order_for(s->size), node, 0);
+        obj = page_allocator::global().alloc(order_for(request_bytes(s)), node, 0);
         if (!obj) return nullptr;
         page *pg = virt_to_page(obj);
         pg->priv[0] = pg->priv[1] = 0;
@@ -330,7 +346,7 @@ void *alloc_block(slob_cache *s, int node) {
         platform::lock_guard guard(lock());
         count(BIG_ALLOCS);
     } else {
-        obj = block(s->size, s->align, 0, node);
+        obj = block(request_bytes(s), s->align, 0, node);
         if (!obj) return nullptr;
     }
     {
@@ -376,7 +392,7 @@ void free_small(slob_cache *s, void *obj, bool zero = false) {
     free_error err;
     {
         platform::lock_guard guard(lock());
-        err = block_free(obj, s->size, &page_out, zero);
+        err = block_free(obj, request_bytes(s), &page_out, zero);
         if (err == free_error::none) {
             --s->live;
             s->stats[FREES].add();
@@ -464,14 +480,17 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     if (node != kAnyNode &&
         (node < 0 || static_cast<unsigned>(node) >= page_allocator::global().nodes()))
         return nullptr;
-    // Power-of-two sizes are naturally aligned, as the kernel's SLOB aligned them.
+    // The kernel's __do_kmalloc_node: the block is the size after a header of the minimum
+    // alignment, aligned to that minimum (align_offset: the block after the header is what is
+    // aligned), a power-of-two size to itself.
+    const size_t asked = align;
     if ((size & (size - 1)) == 0 && size > align) align = size;
-    // A block is the header and the size, rounded up so that the next block can start where
-    // this one ends and still be aligned (at 16: one 8-byte header past a multiple of 16).
-    // Without it, every block of an odd size leaves an unusable hole in front of the next one,
-    // and the pages fill with holes that every search walks.
     size_t bytes = size + kHeader;
-    if (align <= 16) bytes = (bytes + align - 1) & ~(align - 1);
+    // A 16-byte alignment asked for (the malloc family's; the kernel's kmalloc asks kMinalign):
+    // the block is rounded up so that the next one can start where it ends, still aligned.
+    // Without it, every block of an odd size leaves an unusable hole in front of the next one,
+    // and the pages fill with holes that every search walks. Its header holds the rounded size.
+    if (asked > kMinalign && align == 16) bytes = (bytes + 15) & ~size_t{15};
     const bool debug = debug_flags != 0, tracked = (debug_flags & kStoreUser) != 0;
     if (debug) bytes = debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
     void *b = block(bytes, align, kHeader, node);
@@ -486,7 +505,7 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
                            tracked ? tracks_of_block(h) : nullptr);
         return p;
     }
-    // The header keeps the usable size: what was asked for and the rounding after it.
+    // The size asked for (the kernel's *m = size), or a malloc block's rounded size.
     h->size = static_cast<uint32_t>(bytes - kHeader);
     h->check = check_of(p, h->size);
     if (zero) memset(p, 0, size);
@@ -497,7 +516,11 @@ size_t usable_size(const slob_cache *s, const void *p) {
     if (!s->arena) return s->size;
     const header_kind k = header_of(p).kind;
     if (k != header_kind::plain && k != header_kind::debug) return 0;
-    return reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader)->size;
+    const size_t size =
+        reinterpret_cast<const kmalloc_header *>(static_cast<const char *>(p) - kHeader)->size;
+    // The kernel's __ksize: the header's size in whole SLOB units. A debugged block: the size
+    // asked for (its red zone follows).
+    return k == header_kind::plain ? units_of(size) * kUnit : size;
 }
 
 // ---- statistics -----------------------------------------------------------------------------

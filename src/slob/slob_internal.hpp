@@ -8,6 +8,18 @@ namespace slabkit::slob {
 // The one lock.
 platform::mutex &lock();
 
+// The list a request of `bytes` searches, and a new page for it joins: 0 (small) below kBreak1
+// (the kernel's SLOB_BREAK1, 256), 1 (medium) below kBreak2 (SLOB_BREAK2, 1024), 2 (large) from
+// there. A request is the size slob_alloc is asked for: a cache's object size, a kmalloc block's
+// size with its header.
+unsigned list_for(size_t bytes);
+// Under the lock, for the checker and the tests: the list page pg is on (1 + list_for's value;
+// 0 for none: a full page), the first page of a list (0..2; page::next walks it in search
+// order), and a page's free units.
+unsigned list_of_page(const page *pg);
+page *first_on_list(unsigned list);
+unsigned free_units_of(const page *pg);
+
 // Why a free was refused (the caller reports it once the lock is dropped).
 enum class free_error : uint8_t { none, overlaps_free_block, past_the_page };
 

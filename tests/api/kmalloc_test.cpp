@@ -26,22 +26,28 @@ namespace {
 constexpr size_t kClasses[] = {8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192};
 constexpr size_t kMiB = size_t{1} << 20;
 
-// SLOB serves kmalloc itself, with an 8-byte size header per block: its ksize is the size asked
-// for, rounded up so that header and block end on the alignment (8, or 16 from 16 bytes up;
-// power-of-two sizes above 16 are aligned to themselves and not rounded), not a class size.
+// SLOB serves kmalloc itself as the kernel's SLOB did (mm/slob.c of v6.3): an 8-byte header
+// holding the size asked for before each block, below a page less those 8 bytes; its ksize is
+// the size asked for in whole 2-byte units (the kernel's __ksize), not a class size, and its
+// blocks are 8-aligned (power-of-two sizes aligned to themselves), not 16 from 16 bytes up.
 bool slob() {
     return std::string(slabkit_allocator()) == "slob";
 }
 size_t slob_ksize(size_t size) {
-    if (size > 16 && (size & (size - 1)) == 0) return size;
-    size_t a = size >= 16 ? 16 : 8;
-    return ((size + 8 + a - 1) & ~(a - 1)) - 8;
+    return (size + 1) & ~size_t{1};
 }
+constexpr size_t kSlobLimit = 4096 - 8; // from here, page blocks
 
 size_t class_of(size_t size) {
     for (size_t c : kClasses)
         if (size <= c) return c;
     return 0;
+}
+
+// SLAB gives objects under 16 bytes 16-byte slots (one-byte index arrays, as the kernel's SLAB
+// on x86-64: docs/slab.md), so kmalloc-8's blocks have 16 usable bytes there.
+size_t ksize_of_class(size_t c) {
+    return c < 16 && std::string(slabkit_allocator()) == "slab" ? 16 : c;
 }
 
 bool is_pow2(size_t n) {
@@ -51,7 +57,7 @@ bool is_pow2(size_t n) {
 // The alignment the header promises for a block of `size` bytes (up to 4 MiB: page blocks are
 // naturally aligned too; above, blocks come from the OS and are page-aligned).
 size_t promised_align(size_t size) {
-    size_t a = size >= 16 ? 16 : 8;
+    size_t a = size >= 16 && !slob() ? 16 : 8;
     if (is_pow2(size) && size <= 4 * kMiB) a = std::max(a, size);
     if (size > 4 * kMiB) a = 4096;
     return a;
@@ -178,10 +184,16 @@ TEST(Kmalloc, EverySizeLiveAtOnceDoesNotOverlap) {
 
 TEST(Kmalloc, KsizeIsTheSizeClass) {
     if (slob()) {
-        for (size_t size = 1; size + 32 < 4096; ++size) {
+        for (size_t size = 1; size < kSlobLimit; ++size) {
             void *p = slabkit_kmalloc(size, 0);
             ASSERT_NE(p, nullptr);
             ASSERT_EQ(slabkit_ksize(p), slob_ksize(size)) << "size " << size;
+            slabkit_kfree(p);
+        }
+        for (size_t size = kSlobLimit; size <= 4096; ++size) { // a page block
+            void *p = slabkit_kmalloc(size, 0);
+            ASSERT_NE(p, nullptr);
+            ASSERT_EQ(slabkit_ksize(p), 4096u) << "size " << size;
             slabkit_kfree(p);
         }
         return;
@@ -189,13 +201,13 @@ TEST(Kmalloc, KsizeIsTheSizeClass) {
     for (size_t c : kClasses) {
         void *p = slabkit_kmalloc(c, 0);
         ASSERT_NE(p, nullptr);
-        EXPECT_EQ(slabkit_ksize(p), c);
+        EXPECT_EQ(slabkit_ksize(p), ksize_of_class(c));
         slabkit_kfree(p);
     }
     for (size_t size = 1; size <= SLABKIT_KMALLOC_MAX_CACHE_SIZE; ++size) {
         void *p = slabkit_kmalloc(size, 0);
         ASSERT_NE(p, nullptr);
-        ASSERT_EQ(slabkit_ksize(p), class_of(size)) << "size " << size;
+        ASSERT_EQ(slabkit_ksize(p), ksize_of_class(class_of(size))) << "size " << size;
         slabkit_kfree(p);
     }
 }
