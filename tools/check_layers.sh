@@ -15,10 +15,12 @@ declare -A allowed=(
   [slub]="base platform slot page core"
   [slab]="base platform slot page core"
   [slob]="base platform slot page core"
-  [designs]="base platform slot page core slqb slub slab slob"
-  [kmalloc]="base platform slot page core slqb slub slab slob designs"
-  [api]="base platform slot page core slqb slub slab slob designs kmalloc slabkit"
-  [override]="base platform slot page core slqb slub slab slob designs kmalloc api slabkit"
+  # The sheaves sit on SLUB's slab layer, as the kernel's do (src/sheaves/sheaves.hpp).
+  [sheaves]="base platform slot page core slub"
+  [designs]="base platform slot page core slqb slub slab slob sheaves"
+  [kmalloc]="base platform slot page core slqb slub slab slob sheaves designs"
+  [api]="base platform slot page core slqb slub slab slob sheaves designs kmalloc slabkit"
+  [override]="base platform slot page core slqb slub slab slob sheaves designs kmalloc api slabkit"
 )
 os_headers='sys/|unistd\.h|pthread\.h|sched\.h|fcntl\.h|linux/|dlfcn\.h|signal\.h'
 bad=0

@@ -149,6 +149,50 @@ static inline struct kmem_cache *kmem_cache_create(const char *name, unsigned in
     return slabkit_cache_create(name, size, align, flags, ctor);
 }
 
+/* The kernel's struct kmem_cache_args (align, ctor, sheaf_capacity) and the create call that
+ * takes it (the kernel's kmem_cache_create(name, size, args, flags) form). */
+#ifndef SLABKIT_KERNEL_NO_CACHE_ARGS
+struct kmem_cache_args {
+    unsigned int align;
+    void (*ctor)(void *);
+    unsigned int sheaf_capacity;
+};
+static inline struct kmem_cache *kmem_cache_create_args(const char *name, unsigned int size,
+                                                        const struct kmem_cache_args *args,
+                                                        slab_flags_t flags) {
+    struct slabkit_cache_args a = {0, SLABKIT_KERNEL_NULL, 0};
+    if (args) {
+        a.align = args->align;
+        a.ctor = args->ctor;
+        a.sheaf_capacity = args->sheaf_capacity;
+    }
+    return slabkit_cache_create_args(SLABKIT_KERNEL_NULL, name, size, &a, flags);
+}
+#endif
+
+/* Prefilled sheaves (struct slab_sheaf, slabkit.h). */
+static inline struct slab_sheaf *kmem_cache_prefill_sheaf(struct kmem_cache *s, gfp_t gfp,
+                                                          unsigned int size) {
+    return slabkit_cache_prefill_sheaf(s, gfp & SLABKIT_KERNEL_GFP_PASSED, size);
+}
+static inline void *kmem_cache_alloc_from_sheaf(struct kmem_cache *s, gfp_t gfp,
+                                                struct slab_sheaf *sheaf) {
+    return slabkit_cache_alloc_from_sheaf(s, gfp & SLABKIT_KERNEL_GFP_PASSED, sheaf);
+}
+static inline int kmem_cache_refill_sheaf(struct kmem_cache *s, gfp_t gfp,
+                                          struct slab_sheaf **sheafp, unsigned int size) {
+    /* The kernel returns -EINVAL for a NULL sheaf and -ENOMEM when memory is short. */
+    if (!sheafp || !*sheafp) return -22;
+    return slabkit_cache_refill_sheaf(s, gfp & SLABKIT_KERNEL_GFP_PASSED, sheafp, size) ? -12 : 0;
+}
+static inline void kmem_cache_return_sheaf(struct kmem_cache *s, gfp_t gfp,
+                                           struct slab_sheaf *sheaf) {
+    slabkit_cache_return_sheaf(s, gfp & SLABKIT_KERNEL_GFP_PASSED, sheaf);
+}
+static inline unsigned int kmem_cache_sheaf_size(struct slab_sheaf *sheaf) {
+    return slabkit_sheaf_size(sheaf);
+}
+
 static inline void *kmem_cache_alloc(struct kmem_cache *cache, gfp_t gfp) {
     return slabkit_cache_alloc(cache, gfp & SLABKIT_KERNEL_GFP_PASSED);
 }

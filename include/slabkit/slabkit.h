@@ -2,7 +2,7 @@
  *
  * Every function is thread-safe. The allocator behind the API is the process's design, chosen
  * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, "slub",
- * "slab" or "slob"); an unknown name is reported on stderr and the process exits with status 1 at
+ * "slab", "slob" or "sheaves"); an unknown name is reported on stderr and the process exits with status 1 at
  * its first call.
  *
  * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
@@ -70,12 +70,27 @@ typedef struct kmem_cache slabkit_cache;
  * aborts instead). */
 SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
                                                 unsigned flags, void (*ctor)(void *));
-/* The same in a named design ("slqb", "slub", "slab", "slob"); NULL, with a line on stderr naming
+/* The same in a named design ("slqb", "slub", "slab", "slob", "sheaves"); NULL, with a line on stderr naming
  * the designs, if the design is unknown. Every call on a cache goes to its own design, so one
  * process can hold caches of every design and compare them. */
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
                                                    size_t size, size_t align, unsigned flags,
                                                    void (*ctor)(void *));
+/* The kernel's struct kmem_cache_args, the parts slabkit takes: alignment (0 or a power of two),
+ * constructor, and the objects per sheaf the sheaves design should keep at least (the kernel's
+ * sheaf_capacity: size it for the largest prefill the cache's users ask for; 0 leaves the
+ * design's own; other designs ignore it). */
+struct slabkit_cache_args {
+    size_t align;
+    void (*ctor)(void *);
+    unsigned sheaf_capacity;
+};
+/* slabkit_cache_create_in with the arguments in a struct (args NULL: all zero); design NULL is
+ * the process's design. */
+SLABKIT_API slabkit_cache *slabkit_cache_create_args(const char *design, const char *name,
+                                                     size_t size,
+                                                     const struct slabkit_cache_args *args,
+                                                     unsigned flags);
 /* One object (zeroed with SLABKIT_GFP_ZERO), or NULL when memory is short. `cache` must be a
  * cache returned by slabkit_cache_create and not destroyed (as in the kernel, it is not checked
  * on this path). */
@@ -88,6 +103,31 @@ SLABKIT_API void slabkit_cache_free(slabkit_cache *cache, void *obj);
 /* Allocates n objects into p; returns n, or 0 (with nothing allocated) on failure. */
 SLABKIT_API size_t slabkit_cache_alloc_bulk(slabkit_cache *cache, unsigned gfp, size_t n, void **p);
 SLABKIT_API void slabkit_cache_free_bulk(slabkit_cache *cache, size_t n, void **p);
+/* ---- prefilled sheaves (the kernel's kmem_cache_prefill_sheaf and its family) ----------------
+ * For code that must not fail to allocate later (the kernel's maple tree, under a lock): take a
+ * sheaf of at least `size` objects now, then allocate from it one object at a time with no
+ * chance of failure. Under the sheaves design the sheaf is the slot's spare or one from its
+ * node's barn, refilled; a size beyond the cache's sheaf capacity (and every prefill under the
+ * other designs) gets a one-off sheaf of exactly `size`. A sheaf is used by one thread at a time
+ * and goes back to the cache it came from. */
+typedef struct slab_sheaf slabkit_sheaf;
+/* A sheaf holding at least `size` objects, or NULL (size 0, or memory short: nothing kept). */
+SLABKIT_API slabkit_sheaf *slabkit_cache_prefill_sheaf(slabkit_cache *cache, unsigned gfp,
+                                                       unsigned size);
+/* The next object of the sheaf (zeroed with SLABKIT_GFP_ZERO); NULL once it is empty (no
+ * fallback to the cache, as the kernel's). */
+SLABKIT_API void *slabkit_cache_alloc_from_sheaf(slabkit_cache *cache, unsigned gfp,
+                                                 slabkit_sheaf *sheaf) SLABKIT_MALLOC_LIKE;
+/* Tops *sheaf up to at least `size` objects (a sheaf that must grow beyond its capacity is
+ * replaced by a new one, and the old given back). 0, or -1 when memory is short (*sheaf left
+ * as it was) or the sheaf is not the cache's (reported on stderr). */
+SLABKIT_API int slabkit_cache_refill_sheaf(slabkit_cache *cache, unsigned gfp,
+                                           slabkit_sheaf **sheaf, unsigned size);
+/* Gives the sheaf and the objects left in it back to the cache (NULL: nothing). */
+SLABKIT_API void slabkit_cache_return_sheaf(slabkit_cache *cache, unsigned gfp,
+                                            slabkit_sheaf *sheaf);
+/* The objects left in the sheaf. */
+SLABKIT_API unsigned slabkit_sheaf_size(const slabkit_sheaf *sheaf);
 /* Returns the cache's free objects parked on this thread and on idle threads' slots to their
  * pages and releases empty pages; other threads give theirs back at their next slow path.
  * Returns the number of pages the cache still holds. */
@@ -347,7 +387,7 @@ SLABKIT_API uint64_t slabkit_errors(void);
  * bad free ignored, the corrupted bytes repaired). NULL: abort again. */
 SLABKIT_API void slabkit_set_error_hook(void (*hook)(const char *report));
 
-/* The process's design ("slqb", "slub", "slab" or "slob"). */
+/* The process's design ("slqb", "slub", "slab", "slob" or "sheaves"). */
 SLABKIT_API const char *slabkit_allocator(void);
 /* Designs this build has, separated by spaces. */
 SLABKIT_API const char *slabkit_designs(void);

@@ -55,7 +55,8 @@ namespace slabkit {
 
 // ---- designs -----------------------------------------------------------------------------------
 
-// Names a design for cache<T>: slabkit::slqb_design, slub_design, slab_design, slob_design, or
+// Names a design for cache<T>: slabkit::slqb_design, slub_design, slab_design, slob_design,
+// sheaves_design, or
 // design_tag{"name"} for a name read at run time (slabkit_designs() lists this build's).
 struct design_tag {
     const char *name;
@@ -64,6 +65,7 @@ inline constexpr design_tag slqb_design{"slqb"};
 inline constexpr design_tag slub_design{"slub"};
 inline constexpr design_tag slab_design{"slab"};
 inline constexpr design_tag slob_design{"slob"};
+inline constexpr design_tag sheaves_design{"sheaves"};
 
 namespace detail {
 
@@ -179,7 +181,76 @@ class cache {
         : cache_(slabkit_cache_create_in(d.name, name, sizeof(T), alignof(T), flags, nullptr)) {
         if (cache_ == nullptr) detail::throw_cache_error(name);
     }
+    // The same with the kernel's sheaf_capacity (kmem_cache_args): the sheaves design keeps at
+    // least that many objects per sheaf, so that prefill(n) up to it takes the fast way.
+    cache(design_tag d, const char *name, unsigned flags, unsigned sheaf_capacity)
+        : cache_(create_args(d, name, flags, sheaf_capacity)) {
+        if (cache_ == nullptr) detail::throw_cache_error(name);
+    }
     ~cache() { slabkit_cache_destroy(cache_); }
+
+    // A prefilled sheaf (kmem_cache_prefill_sheaf): objects taken ahead, so that create() from
+    // it cannot run out of memory while size() > 0 - for code that must not fail later (under
+    // a lock, in a commit step). Move-only; gives its objects and itself back to the cache when
+    // destroyed (kmem_cache_return_sheaf), so the cache must outlive it.
+    class sheaf {
+      public:
+        sheaf(sheaf &&other) noexcept
+            : owner_(other.owner_), sheaf_(std::exchange(other.sheaf_, nullptr)) {}
+        sheaf &operator=(sheaf &&other) noexcept {
+            if (this != &other) {
+                slabkit_cache_return_sheaf(owner_, 0, sheaf_);
+                owner_ = other.owner_;
+                sheaf_ = std::exchange(other.sheaf_, nullptr);
+            }
+            return *this;
+        }
+        sheaf(const sheaf &) = delete;
+        sheaf &operator=(const sheaf &) = delete;
+        ~sheaf() { slabkit_cache_return_sheaf(owner_, 0, sheaf_); }
+
+        // Objects left.
+        std::size_t size() const noexcept { return slabkit_sheaf_size(sheaf_); }
+        // A new T(args...) in the sheaf's next object. An empty sheaf is a caller's mistake:
+        // throws std::bad_alloc (aborts without exceptions). If T's constructor throws, the
+        // object goes back to the cache and the exception is passed on.
+        template <class... Args>
+        [[nodiscard]] T *create(Args &&...args) {
+            void *obj = slabkit_cache_alloc_from_sheaf(owner_, 0, sheaf_);
+            if (obj == nullptr) detail::throw_bad_alloc();
+#if SLABKIT_HPP_EXCEPTIONS
+            try {
+                return ::new (obj) T(std::forward<Args>(args)...);
+            } catch (...) {
+                slabkit_cache_free(owner_, obj);
+                throw;
+            }
+#else
+            return ::new (obj) T(std::forward<Args>(args)...);
+#endif
+        }
+        // Tops the sheaf up to at least n objects (kmem_cache_refill_sheaf); false when memory
+        // is short (the sheaf keeps what it had).
+        [[nodiscard]] bool refill(std::size_t n) noexcept {
+            if (n > UINT32_MAX) return false;
+            return slabkit_cache_refill_sheaf(owner_, 0, &sheaf_, static_cast<unsigned>(n)) == 0;
+        }
+
+      private:
+        friend class cache;
+        sheaf(slabkit_cache *owner, slabkit_sheaf *sh) noexcept : owner_(owner), sheaf_(sh) {}
+        slabkit_cache *owner_;
+        slabkit_sheaf *sheaf_;
+    };
+
+    // A sheaf of at least n objects. Throws std::bad_alloc when memory is short (or n is 0).
+    [[nodiscard]] sheaf prefill(std::size_t n) {
+        slabkit_sheaf *sh = n > UINT32_MAX
+                                ? nullptr
+                                : slabkit_cache_prefill_sheaf(cache_, 0, static_cast<unsigned>(n));
+        if (sh == nullptr) detail::throw_bad_alloc();
+        return sheaf(cache_, sh);
+    }
 
     cache(cache &&other) noexcept : cache_(std::exchange(other.cache_, nullptr)) {}
     cache &operator=(cache &&other) noexcept {
@@ -243,6 +314,11 @@ class cache {
     }
 
   private:
+    static slabkit_cache *create_args(design_tag d, const char *name, unsigned flags,
+                                      unsigned sheaf_capacity) {
+        slabkit_cache_args args{alignof(T), nullptr, sheaf_capacity};
+        return slabkit_cache_create_args(d.name, name, sizeof(T), &args, flags);
+    }
     slabkit_cache *cache_;
 };
 

@@ -102,6 +102,7 @@ const char *cache_args_invalid(const cache_args &a) {
     if (a.align != 0 && !is_pow2(a.align)) return "the alignment is not a power of two";
     if (a.align > kPageSize) return "the alignment is larger than the page size (4096)";
     if (a.flags & ~static_cast<unsigned>(kKnownFlags)) return "unknown flags";
+    if (a.sheaf_capacity > kMaxSheafCapacity) return "the sheaf capacity is larger than 32768";
     return nullptr;
 }
 

@@ -115,7 +115,12 @@ struct cache_args {
     // sizing). The malloc table's classes share one, so that the few classes a program's
     // bursts need grow rather than every class that ever saw one.
     std::atomic<int64_t> *queue_growth_budget = nullptr;
+    // The objects per sheaf asked for (the kernel's kmem_cache_args::sheaf_capacity): the sheaves
+    // design takes at least this many (calculate_sheaf_capacity); the others ignore it.
+    unsigned sheaf_capacity = 0;
 };
+// The most objects per sheaf a cache may ask for (a sheaf of them fits a 256 KiB block).
+inline constexpr unsigned kMaxSheafCapacity = 32768;
 // A readable reason why the arguments cannot make a cache, or nullptr when they can.
 const char *cache_args_invalid(const cache_args &args);
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#define SLABKIT_DESIGN_LIST(X) X(slqb) X(slub) X(slab) X(slob)
+#define SLABKIT_DESIGN_LIST(X) X(slqb) X(slub) X(slab) X(slob) X(sheaves)
 
 namespace slabkit {
 

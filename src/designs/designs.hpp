@@ -9,6 +9,7 @@
 
 #include "core/design.hpp"
 #include "core/design_list.hpp"
+#include "sheaves/sheaves.hpp"
 #include "slab/slab.hpp"
 #include "slob/slob.hpp"
 #include "slqb/slqb.hpp"

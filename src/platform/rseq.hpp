@@ -408,6 +408,79 @@ twice:
     return kRseqDoubleFree;
 }
 
+// A sheaf (src/sheaves): c holds, at main_disp, a pointer to its main sheaf, which has a 32-bit
+// size at offset 0, a 32-bit capacity at offset 4 and the entries (pointers) from entries_disp.
+// The sheaf is loaded inside the section, after c: a visitor that holds the CPU's slot may swap
+// or free it, and its fence aborts a section that loaded the old one.
+//
+// Pops the top entry of c's main sheaf (bumping the counter at c + stat_disp); nullptr when the
+// sheaf is empty or the section failed.
+template <int main_disp, int stat_disp, int entries_disp>
+SLABKIT_ALWAYS_INLINE void *rseq_pop_sheaf(const void *entry, std::atomic<uint32_t> *lock,
+                                           unsigned cpu) {
+    uint64_t n, obj, c, sh;
+    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+                      "movq %c[mdisp](%[c]), %[sh]\n\t"
+                      "movl (%[sh]), %k[tmp]\n\t"
+                      "subl $1, %k[tmp]\n\t"
+                      "jb %l[fail]\n\t"
+                      "movq %c[edisp](%[sh], %[tmp], 8), %[obj]\n\t"
+                      "addq $1, %c[sdisp](%[c])\n\t"
+                      "movl %k[tmp], (%[sh])\n\t"
+                      "2:\n\t"
+                      : [tmp] "=&r"(n), [obj] "=&r"(obj), [c] "=&r"(c), [sh] "=&r"(sh)
+                      : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
+                        [entry] "r"(entry), [mdisp] "i"(main_disp), [sdisp] "i"(stat_disp),
+                        [edisp] "i"(entries_disp), [restarts] "m"(g_rseq_restarts)
+                      : "memory", "cc"
+                      : fail);
+    return reinterpret_cast<void *>(obj);
+fail:
+    return nullptr;
+}
+
+// The array check (SLABKIT_SLAB_ARRAY_CHECK) on a sheaf: obj is its top entry already.
+#if SLABKIT_SLAB_ARRAY_CHECK
+#define SLABKIT_RSEQ_CHECK_SHEAF_TOP                                                               \
+    "testl %k[tmp], %k[tmp]\n\t"                                                                   \
+    "jz 5f\n\t"                                                                                    \
+    "cmpq %[obj], %c[edisp]-8(%[sh], %[tmp], 8)\n\t"                                               \
+    "je %l[twice]\n\t"                                                                             \
+    "5:\n\t"
+#else
+#define SLABKIT_RSEQ_CHECK_SHEAF_TOP ""
+#endif
+
+// Pushes obj on c's main sheaf if it is below its capacity (bumping the counter at
+// c + stat_disp): 1 when pushed, 0 when it is full or the section failed, kRseqDoubleFree when
+// obj is the top entry already (nothing stored).
+template <int main_disp, int stat_disp, int entries_disp>
+SLABKIT_ALWAYS_INLINE uint32_t rseq_push_sheaf(const void *entry, std::atomic<uint32_t> *lock,
+                                               unsigned cpu, void *obj) {
+    uint64_t n, c, sh;
+    asm volatile goto(SLABKIT_RSEQ_BEGIN SLABKIT_RSEQ_LOAD_C
+                      "movq %c[mdisp](%[c]), %[sh]\n\t"
+                      "movl (%[sh]), %k[tmp]\n\t" SLABKIT_RSEQ_CHECK_SHEAF_TOP
+                      "cmpl 4(%[sh]), %k[tmp]\n\t"
+                      "jae %l[fail]\n\t"
+                      "movq %[obj], %c[edisp](%[sh], %[tmp], 8)\n\t"
+                      "addl $1, %k[tmp]\n\t"
+                      "addq $1, %c[sdisp](%[c])\n\t"
+                      "movl %k[tmp], (%[sh])\n\t"
+                      "2:\n\t"
+                      : [tmp] "=&r"(n), [c] "=&r"(c), [sh] "=&r"(sh)
+                      : [off] "r"(detail::g_rseq_offset), [cpu] "r"(cpu), [lock] "r"(lock),
+                        [entry] "r"(entry), [mdisp] "i"(main_disp), [sdisp] "i"(stat_disp),
+                        [edisp] "i"(entries_disp), [obj] "r"(obj), [restarts] "m"(g_rseq_restarts)
+                      : "memory", "cc"
+                      : fail, twice);
+    return 1;
+fail:
+    return 0;
+twice:
+    return kRseqDoubleFree;
+}
+
 #endif // SLABKIT_HAVE_RSEQ
 
 } // namespace slabkit::platform

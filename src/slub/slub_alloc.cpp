@@ -11,14 +11,14 @@
 
 namespace slabkit::slub {
 
-namespace {
-
 unsigned caller_node(slub_cache *s) {
     if (!s->numa) return 0;
     const platform::topology &topo = platform::numa();
     unsigned cpu = platform::current_cpu();
     return cpu < topo.cpus ? topo.cpu_node[cpu] % s->nr_nodes : 0;
 }
+
+namespace {
 
 // Takes the current slab's whole freelist (objects other slots freed into it) for the slot:
 // inuse becomes objects, and the slab stays frozen only if there was something to take - an
@@ -193,6 +193,8 @@ load_freelist:
     return freelist;
 }
 
+} // namespace
+
 // One object under a node's list_lock, for the bootstrap caches (which have no per-slot
 // structures, as the kernel's debug caches) and for threads without a slot: from the first
 // partial slab of this node (then of the others, when no node was asked for), else from a new
@@ -238,8 +240,6 @@ void *alloc_single(slub_cache *s, int node) {
     }
     return obj;
 }
-
-} // namespace
 
 void *debug_slot_alloc(cache *c, int node) {
     return alloc_single(static_cast<slub_cache *>(c), node);

@@ -95,8 +95,8 @@ void set_cpu_partial(slub_cache *s, uint32_t objects) {
     s->cpu_partial_slabs = (2 * objects + s->objects - 1) / s->objects;
 }
 
-void setup_common(slub_cache *s, const cache_args &args) {
-    describe_cache(s, args, design::slub);
+void setup_common(slub_cache *s, const cache_args &args, design kind) {
+    describe_cache(s, args, kind);
     compute_object_layout(s, freeptr_place::middle);
     const settings &st = g_settings;
     apply_order(s, calculate_order(s->size, st.cpus, st.min_objects, st.max_order));
@@ -115,6 +115,10 @@ void setup_common(slub_cache *s, const cache_args &args) {
 }
 
 } // namespace
+
+void setup_cache(slub_cache *s, const cache_args &args, design kind) {
+    setup_common(s, args, kind);
+}
 
 const settings &boot_settings() {
     bootstrap();
@@ -143,6 +147,23 @@ std::atomic<bool> g_booted{false};
 platform::mutex g_boot_lock;
 } // namespace
 
+std::atomic<slub_cpu *> *no_slots() {
+    return const_cast<std::atomic<slub_cpu *> *>(g_no_slots.data());
+}
+
+void open_meta_cache(slub_cache *s, slub_node *nodes, const char *base_name, size_t size,
+                     design named_for) {
+    char name[kNameMax];
+    internal_cache_name(named_for, base_name, name, sizeof name);
+    // A SLUB cache whatever design it serves: every call on it dispatches to SLUB.
+    setup_common(s, cache_args{name, size, kCacheLine, 0, nullptr}, design::slub);
+    s->meta = true;
+    set_cpu_partial(s, 0);
+    s->cpu_slab = no_slots();
+    for (unsigned n = 0; n < s->nr_nodes; ++n) s->node_slab[n] = &nodes[n];
+    registry::add_internal(s);
+}
+
 slub_cache &cache_cache() {
     return g_meta[kMetaCache];
 }
@@ -166,23 +187,12 @@ void bootstrap() {
     st.cpu_partial = platform::env_int("SLABKIT_SLUB_CPU_PARTIAL", -1, 0, 1u << 20);
     // The kernel counts present CPUs (possible ones when only one is present).
     st.cpus = platform::numa().cpus;
-    for (unsigned m = 0; m < kNrMeta; ++m) {
-        slub_cache *s = &g_meta[m];
-        char name[kNameMax];
-        internal_cache_name(design::slub, kMetaNames[m], name, sizeof name);
-        setup_common(s, cache_args{name, kMetaSizes[m], kCacheLine, 0, nullptr});
-        s->meta = true;
-        set_cpu_partial(s, 0);
-        s->cpu_slab = const_cast<std::atomic<slub_cpu *> *>(g_no_slots.data());
-        for (unsigned n = 0; n < s->nr_nodes; ++n) s->node_slab[n] = &g_meta_nodes[m][n];
-        registry::add_internal(s);
-    }
+    for (unsigned m = 0; m < kNrMeta; ++m)
+        open_meta_cache(&g_meta[m], g_meta_nodes[m], kMetaNames[m], kMetaSizes[m], design::slub);
     g_booted.store(true, std::memory_order_release);
 }
 
 // ---- create and destroy -------------------------------------------------------------------
-
-namespace {
 
 bool make_nodes(slub_cache *s) {
     for (unsigned n = 0; n < s->nr_nodes; ++n) {
@@ -194,6 +204,17 @@ bool make_nodes(slub_cache *s) {
     return true;
 }
 
+void free_nodes(slub_cache *s) {
+    for (unsigned n = 0; n < s->nr_nodes; ++n) {
+        if (!s->node_slab[n]) continue;
+        s->node_slab[n]->~slub_node();
+        free(&node_cache(), s->node_slab[n]);
+        s->node_slab[n] = nullptr;
+    }
+}
+
+namespace {
+
 // Frees a cache's per-slot and per-node structures and its pointer array (all empty).
 void free_structures(slub_cache *s, bool free_slot_array_too) {
     for (unsigned slot = 0; slot < kMaxSlots && free_slot_array_too; ++slot) {
@@ -203,17 +224,14 @@ void free_structures(slub_cache *s, bool free_slot_array_too) {
         c->~slub_cpu();
         free(&cpu_cache(), c);
     }
-    for (unsigned n = 0; n < s->nr_nodes; ++n) {
-        if (!s->node_slab[n]) continue;
-        s->node_slab[n]->~slub_node();
-        free(&node_cache(), s->node_slab[n]);
-        s->node_slab[n] = nullptr;
-    }
+    free_nodes(s);
     if (free_slot_array_too && s->cpu_slab) {
         free_slot_array(s->cpu_slab);
         s->cpu_slab = nullptr;
     }
 }
+
+} // namespace
 
 // Under nothing: frees node n's empty partial slabs (whatever min_partial says) and, when
 // `sort`, puts the partial slabs with the fewest free objects first, so that allocations fill
@@ -254,16 +272,32 @@ uint64_t slabs_held(slub_cache *s) {
     return slabs;
 }
 
+namespace {
 struct leak_count {
     slub_cache *s;
     uint64_t objects = 0;
 };
-
 } // namespace
+
+void report_leaks(slub_cache *s, uint64_t slabs) {
+    // Full slabs are on no list: the arena's page descriptors find every slab of the cache.
+    leak_count leaks{s};
+    for_each_slab_in_arena(
+        s,
+        [](page *pg, void *arg) {
+            auto *l = static_cast<leak_count *>(arg);
+            l->objects += report_slab_leaks(l->s, pg);
+        },
+        &leaks);
+    report("kmem_cache_destroy(%s): %llu object(s) still allocated in %llu slab(s); the cache's "
+           "memory is kept",
+           s->name, static_cast<unsigned long long>(leaks.objects),
+           static_cast<unsigned long long>(slabs));
+}
 
 bool open_static(slub_cache *s, slot_storage *slots, const cache_args &args, const char **why) {
     bootstrap();
-    setup_common(s, args);
+    setup_common(s, args, design::slub);
     s->cpu_slab = slots->data();
     if (!make_nodes(s)) {
         if (why) *why = "out of memory for the per-node structures";
@@ -281,7 +315,7 @@ slub_cache *create(const cache_args &args, const char **why) {
         return nullptr;
     }
     slub_cache *s = new (mem) slub_cache();
-    setup_common(s, args);
+    setup_common(s, args, design::slub);
     s->cpu_slab = alloc_slot_array<slub_cpu>();
     if (!s->cpu_slab || !make_nodes(s)) {
         if (why) *why = "out of memory for the per-slot and per-node structures";
@@ -315,19 +349,7 @@ void destroy(slub_cache *s) {
         free(&cache_cache(), s);
         return;
     }
-    // Full slabs are on no list: the arena's page descriptors find every slab of the cache.
-    leak_count leaks{s};
-    for_each_slab_in_arena(
-        s,
-        [](page *pg, void *arg) {
-            auto *l = static_cast<leak_count *>(arg);
-            l->objects += report_slab_leaks(l->s, pg);
-        },
-        &leaks);
-    report("kmem_cache_destroy(%s): %llu object(s) still allocated in %llu slab(s); the cache's "
-           "memory is kept",
-           s->name, static_cast<unsigned long long>(leaks.objects),
-           static_cast<unsigned long long>(slabs));
+    report_leaks(s, slabs);
     s->dead = true;
 }
 

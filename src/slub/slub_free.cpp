@@ -188,6 +188,10 @@ void debug_slot_free(cache *c, void *slot) {
 }
 
 void slab_free_object(slub_cache *s, page *pg, void *obj) {
+    slab_free_list(s, pg, obj, obj, 1, true);
+}
+
+void slab_free_list(slub_cache *s, page *pg, void *head, void *tail, uint32_t nr, bool count_free) {
     slots::hold held; // until the end
     unsigned slot = held.slot();
     // A full slab gaining an object is frozen onto this slot's partial chain (no lock), if the
@@ -201,9 +205,9 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
     if (!c) to_chain = false;
     // Hardening: the slot's freelist's first object, freed again (a CPU's slot whose critical
     // section gave up lands here).
-    if (kFreelistCheck && c && SLABKIT_UNLIKELY(obj == c->freelist))
-        return report_double_free(s, obj);
-    count(s, c, FREE_SLOWPATH);
+    if (kFreelistCheck && c && SLABKIT_UNLIKELY(head == c->freelist))
+        return report_double_free(s, head);
+    if (count_free) count(s, c, FREE_SLOWPATH);
 
     slub_node *n = nullptr;
     freelist_counters old;
@@ -215,14 +219,14 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
             n = nullptr;
         }
         old = read_pair(pg);
-        if (kFreelistCheck && SLABKIT_UNLIKELY(obj == old.freelist)) {
+        if (kFreelistCheck && SLABKIT_UNLIKELY(head == old.freelist)) {
             if (n) n->list_lock.unlock();
-            return report_double_free(s, obj);
+            return report_double_free(s, head);
         }
-        set_freepointer(s, obj, old.freelist);
+        set_freepointer(s, tail, old.freelist);
         cnt = old.cnt;
         was_frozen = cnt.frozen();
-        cnt.set_inuse(cnt.inuse() - 1);
+        cnt.set_inuse(cnt.inuse() - nr);
         if ((cnt.inuse() == 0 || !old.freelist) && !was_frozen) {
             if (to_chain && !old.freelist) {
                 // It was full, on no list: freeze it instead of taking any list lock.
@@ -234,7 +238,7 @@ void slab_free_object(slub_cache *s, page *pg, void *obj) {
                 n->list_lock.lock();
             }
         }
-        if (update_pair(pg, old, obj, cnt)) break;
+        if (update_pair(pg, old, head, cnt)) break;
         count(s, c, CMPXCHG_DOUBLE_FAIL);
     }
 

@@ -70,6 +70,18 @@ void unfreeze_partials(slub_cache *s, slub_cpu *c, page *chain);
 void put_cpu_partial(slub_cache *s, slub_cpu *c, page *pg, bool drain);
 // slab_free without the debug layer's hand-off.
 void slab_free_object(slub_cache *s, page *pg, void *obj);
+// __slab_free of a detached freelist: nr objects of slab pg, linked from head to tail through
+// their free pointers (tail's is overwritten), back onto the slab's freelist with one
+// compare-and-swap, the list work as for one object. count_free: counted FREE_SLOWPATH (the
+// sheaves count their flushes as SHEAF_FLUSH instead: src/sheaves).
+void slab_free_list(slub_cache *s, page *pg, void *head, void *tail, uint32_t nr, bool count_free);
+// One object under a node's list_lock (kAnyNode: the caller's node first, then the others):
+// the path of the bootstrap caches, of debug caches and threads without a slot, and the
+// sheaves' slow path (src/sheaves) - the kernel's ___slab_alloc of 2026, which has no per-CPU
+// slab. Counted ALLOC_SLOWPATH.
+void *alloc_single(slub_cache *s, int node);
+// The node a thread allocating now would take objects from.
+unsigned caller_node(slub_cache *s);
 // A debug cache's slot-less paths (cache::debug_alloc, debug_free).
 void *debug_slot_alloc(cache *c, int node);
 void debug_slot_free(cache *c, void *slot);
@@ -83,6 +95,34 @@ uint64_t freelist_length(const slub_cpu *c);
 // section aborted between its counter and its commit); anchoring on every empty freelist keeps
 // that error from lasting.
 void anchor_empty_freelist(slub_cpu *c);
+
+// ---- what the sheaves (src/sheaves) share: SLUB's slab layer, with no per-slot structures ----
+//
+// A cache made with `meta` set has no per-slot structures: every object comes from its node
+// lists (alloc_single) and goes back with slab_free_object/slab_free_list. That is the
+// bootstrap caches' mode, and the 2026 kernel's slab layer under its per-CPU sheaves.
+
+// Fills in descriptor s for args as a cache of design `kind` over SLUB's slab layer: layout,
+// order (calculate_order), min_partial and cpu_partial from the boot settings, nodes, gate tag.
+void setup_cache(slub_cache *s, const cache_args &args, design kind);
+// A static SLUB cache with no per-slot structures (`meta`), named as an internal cache of
+// design `named_for`: its descriptor and per-node structures are the caller's statics;
+// registered as internal. Call under the caller's boot lock.
+void open_meta_cache(slub_cache *s, slub_node *nodes, const char *base_name, size_t size,
+                     design named_for);
+// Every entry null: the per-slot array of a cache with no per-slot structures.
+std::atomic<slub_cpu *> *no_slots();
+// The per-node structures of s (from node_cache()); false when memory is short (those made are
+// kept for free_nodes).
+bool make_nodes(slub_cache *s);
+void free_nodes(slub_cache *s);
+// Frees node n's empty partial slabs (whatever min_partial says); `sort`: the partial slabs with
+// the fewest free objects first (shrink).
+void shrink_node(slub_cache *s, slub_node *n, bool sort);
+// The slabs the cache holds now.
+uint64_t slabs_held(slub_cache *s);
+// destroy's report of a cache that still has `slabs` slabs: each leaked object, then one line.
+void report_leaks(slub_cache *s, uint64_t slabs);
 
 // The bootstrap caches (static).
 slub_cache &cache_cache();
