@@ -11,6 +11,10 @@
 #include <cstdint>
 
 #define SLABKIT_DESIGN_LIST(X) X(slqb) X(slub) X(slab) X(slob) X(sheaves)
+// designs::visit's order of compares: every design but the last, which is what is left (see
+// there why this order); and that last one. designs/designs.hpp checks both against the list.
+#define SLABKIT_DESIGN_DISPATCH_ORDER(X) X(slqb) X(slab) X(slub) X(slob)
+#define SLABKIT_DESIGN_LAST sheaves
 
 namespace slabkit {
 

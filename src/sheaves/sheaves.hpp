@@ -140,6 +140,7 @@ struct alignas(kCacheLine) node_barn {
     sheaf *empty = nullptr; // LIFO through sheaf::next
     std::atomic<uint32_t> nr_full{0};
     std::atomic<uint32_t> nr_empty{0};
+    bool touched = false; // a sheaf came or went since the trimmer's last pass (under lock)
 };
 
 struct sheaves_cache : slub::slub_cache {
@@ -178,7 +179,9 @@ void flush_slot(sheaves_cache *s, unsigned slot, bool release);
 // freed: barn_shrink), the node lists' empty slabs; bumps the shrink generation so that other
 // live slots flush at their next slow path. Returns the slabs the cache still holds.
 size_t reclaim(sheaves_cache *s);
-// Nothing: the kernel keeps barns and node lists as they are until a shrink.
+// The trimmer's pass: a barn no sheaf came to or left since the last pass gives back its sheaves
+// (full ones flushed to slabs), so that an idle process's memory goes back to the OS; barns in
+// use keep theirs. (The kernel keeps barns until a shrink.)
 void trim(sheaves_cache *s);
 // "order", "min_partial".
 bool tune(sheaves_cache *s, const char *name, unsigned long value, const char **why);

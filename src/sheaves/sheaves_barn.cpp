@@ -49,6 +49,10 @@ size_t kmalloc_size_roundup(size_t bytes) {
 }
 
 sheaf *alloc_sheaf_block(uint32_t capacity) {
+    // The prefilled sheaves of the other designs come here too, possibly before any cache of
+    // this design was made: the sheaves' block caches are opened by the bootstrap (one load
+    // once it has run).
+    bootstrap();
     size_t bytes = sizeof(sheaf) + size_t{capacity} * sizeof(void *);
     void *mem = nullptr;
     uint32_t where = 0;
@@ -120,34 +124,40 @@ sheaf *barn_get_empty(node_barn *b) {
     // Read without the lock first: an empty list needs no lock (the kernel's data_race test).
     if (b->nr_empty.load(std::memory_order_relaxed) == 0) return nullptr;
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     return pop(&b->empty, b->nr_empty);
 }
 
 sheaf *barn_get_full(node_barn *b) {
     if (b->nr_full.load(std::memory_order_relaxed) == 0) return nullptr;
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     return pop(&b->full, b->nr_full);
 }
 
 sheaf *barn_get_full_or_empty(node_barn *b) {
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     if (sheaf *sh = pop(&b->full, b->nr_full)) return sh;
     return pop(&b->empty, b->nr_empty);
 }
 
 void barn_put_empty(node_barn *b, sheaf *sh) {
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     push(&b->empty, b->nr_empty, sh);
 }
 
 void barn_put_full(node_barn *b, sheaf *sh) {
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     push(&b->full, b->nr_full, sh);
 }
 
 sheaf *barn_replace_empty(node_barn *b, sheaf *empty) {
     if (b->nr_full.load(std::memory_order_relaxed) == 0) return nullptr;
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     sheaf *full = pop(&b->full, b->nr_full);
     if (full) push(&b->empty, b->nr_empty, empty);
     return full;
@@ -156,6 +166,7 @@ sheaf *barn_replace_empty(node_barn *b, sheaf *empty) {
 sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many) {
     *too_many = false;
     platform::lock_guard guard(b->lock);
+    b->touched = true;
     if (b->nr_full.load(std::memory_order_relaxed) >= kMaxFullSheaves) {
         *too_many = true;
         return nullptr;
@@ -165,10 +176,14 @@ sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many) {
     return empty;
 }
 
-void barn_shrink(sheaves_cache *s, node_barn *b) {
+void barn_shrink(sheaves_cache *s, node_barn *b, bool only_untouched) {
     sheaf *full, *empty;
     {
         platform::lock_guard guard(b->lock);
+        if (only_untouched && b->touched) {
+            b->touched = false;
+            return;
+        }
         full = b->full;
         empty = b->empty;
         b->full = b->empty = nullptr;

@@ -232,10 +232,14 @@ size_t reclaim(sheaves_cache *s) {
     return slub::slabs_held(s);
 }
 
-void trim(sheaves_cache *) {
-    // Nothing: the kernel's barns keep their sheaves (within their limits) and its node lists
-    // what min_partial allows until a shrink; idle slots are flushed by the designs layer
-    // (flush_slot).
+void trim(sheaves_cache *s) {
+    // The kernel's barns keep their sheaves until a shrink. Here a barn left alone for a whole
+    // trimmer period gives them back: a sheaf's objects are spread over many slabs, and 10 full
+    // sheaves a class held each node's slabs resident in an idle process (preload_rss_drop: 72
+    // MiB kept of 384 freed, 11 after a shrink). Idle slots are flushed by the designs layer.
+    if (s->dead) return;
+    for (unsigned n = 0; n < s->nr_nodes; ++n)
+        if (s->barn[n]) barn_shrink(s, s->barn[n], true);
 }
 
 // ---- tunables -------------------------------------------------------------------------------

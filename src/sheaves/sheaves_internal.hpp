@@ -66,7 +66,8 @@ sheaf *barn_replace_empty(node_barn *b, sheaf *empty);
 // already (*too_many set) or no empty one.
 sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many);
 // Every sheaf the barn holds: full ones flushed to slabs, all freed (barn_shrink).
-void barn_shrink(sheaves_cache *s, node_barn *b);
+// `only_untouched`: only if no sheaf came or went since the last such call (the trimmer's).
+void barn_shrink(sheaves_cache *s, node_barn *b, bool only_untouched = false);
 
 // ---- the bootstrap caches (static; SLUB's slab layer, no per-slot structures) ----------
 

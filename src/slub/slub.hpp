@@ -153,7 +153,7 @@ struct slub_cache : cache {
     uint32_t min_partial = 0; // empty slabs are kept while fewer are partial
     uint32_t cpu_partial = 0; // objects a slot's partial chain may hold (0: no chain)
     uint32_t cpu_partial_slabs = 0; // DIV_ROUND_UP(2 * cpu_partial, objects)
-    bool meta = false;              // a bootstrap cache: no per-slot structures
+    bool meta = false; // no per-slot structures: a bootstrap cache, or the sheaves' slab layer
     // Bumped by shrink: live slots flush their slabs at their next slow path when it moves.
     std::atomic<uint64_t> shrink_gen{0};
     // Work done by threads without a slot (and counts of freed slot structures).

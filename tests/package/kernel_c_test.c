@@ -306,3 +306,55 @@ const char *kernel_c_flags(void) {
     kmem_cache_destroy(c);
     return NULL;
 }
+
+/* kmem_cache_create_args and the prefilled sheaves: a sheaf of at least the size asked for,
+ * every object once (zeroed with __GFP_ZERO), NULL once empty, refilled past its size, -EINVAL
+ * for no sheaf, and everything given back. */
+const char *kernel_c_sheaves(void) {
+    struct kmem_cache_args args = {.align = 0, .ctor = NULL, .sheaf_capacity = 100};
+    struct kmem_cache *c = kmem_cache_create_args("kc-sheaves", sizeof(struct item), &args, 0);
+    CHECK(c != NULL);
+    CHECK(kmem_cache_prefill_sheaf(c, GFP_KERNEL, 0) == NULL);
+    struct slab_sheaf *sh = kmem_cache_prefill_sheaf(c, GFP_KERNEL, 20);
+    CHECK(sh != NULL);
+    unsigned int n = kmem_cache_sheaf_size(sh);
+    CHECK(n >= 20);
+
+    enum { MAX = 400 };
+    struct item *objs[MAX];
+    unsigned int nobj = 0;
+    while (kmem_cache_sheaf_size(sh) > 0) {
+        struct item *it = kmem_cache_alloc_from_sheaf(c, GFP_KERNEL | __GFP_ZERO, sh);
+        CHECK(it != NULL && all_bytes(it, sizeof *it, 0));
+        CHECK(nobj < MAX);
+        it->id = nobj;
+        memset(it->payload, 0x5c, sizeof it->payload);
+        objs[nobj++] = it;
+    }
+    CHECK(nobj == n);
+    CHECK(kmem_cache_alloc_from_sheaf(c, GFP_KERNEL, sh) == NULL);
+
+    CHECK(kmem_cache_refill_sheaf(c, GFP_KERNEL, &sh, 150) == 0);
+    CHECK(sh != NULL && kmem_cache_sheaf_size(sh) >= 150);
+    for (int i = 0; i < 100; ++i) {
+        struct item *it = kmem_cache_alloc_from_sheaf(c, GFP_KERNEL, sh);
+        CHECK(it != NULL && nobj < MAX);
+        it->id = nobj;
+        memset(it->payload, 0x5c, sizeof it->payload);
+        objs[nobj++] = it;
+    }
+    struct slab_sheaf *none = NULL;
+    CHECK(kmem_cache_refill_sheaf(c, GFP_KERNEL, &none, 4) == -22);
+    CHECK(kmem_cache_refill_sheaf(c, GFP_KERNEL, NULL, 4) == -22);
+    kmem_cache_return_sheaf(c, GFP_KERNEL, sh);
+
+    for (unsigned int i = 0; i < nobj; ++i) {
+        CHECK(objs[i]->id == i);
+        CHECK(all_bytes(objs[i]->payload, sizeof objs[i]->payload, 0x5c));
+        for (unsigned int j = i + 1; j < nobj && j < i + 8; ++j) CHECK(objs[i] != objs[j]);
+    }
+    for (unsigned int i = 0; i < nobj; ++i) kmem_cache_free(c, objs[i]);
+    CHECK(kmem_cache_shrink(c) == 0);
+    kmem_cache_destroy(c);
+    return NULL;
+}

@@ -16,6 +16,7 @@ const char *kernel_c_kmalloc_zero_and_null(void);
 const char *kernel_c_kzalloc_kcalloc(void);
 const char *kernel_c_krealloc(void);
 const char *kernel_c_flags(void);
+const char *kernel_c_sheaves(void);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,9 @@ TEST(KernelC, Krealloc) {
 TEST(KernelC, Flags) {
     EXPECT_C_PASSES(kernel_c_flags);
 }
+TEST(KernelC, Sheaves) {
+    EXPECT_C_PASSES(kernel_c_sheaves);
+}
 
 struct list_node {
     list_node *next;

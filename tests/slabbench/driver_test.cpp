@@ -112,18 +112,55 @@ TEST(SlabbenchConfigs, FamiliesAndNames) {
     const auto peers = sb::select_configs("peers", all);
     EXPECT_EQ(peers, (std::set<std::string>{"glibc", "jemalloc", "tcmalloc", "mimalloc"}));
     const auto two = sb::select_configs("slqb,order", all);
-    EXPECT_EQ(two, (std::set<std::string>{"slqb", "slub-o0", "slab-o0", "slqb-o3"}));
+    EXPECT_EQ(two, (std::set<std::string>{"slqb", "slub-o0", "slab-o0", "sheaves-o0", "slqb-o3"}));
     const sb::config *o3 = sb::find_config(all, "slqb-o3");
     ASSERT_NE(o3, nullptr);
     const std::vector<std::pair<std::string, std::string>> o3_env = {
         {"SLABKIT_ALLOCATOR", "slqb"}, {"SLABKIT_SLQB_MIN_ORDER", "3"}};
     EXPECT_EQ(o3->env, o3_env);
+    // The sheaves sit on SLUB's slab layer: their order variant caps SLUB's order.
+    const sb::config *sheaves_o0 = sb::find_config(all, "sheaves-o0");
+    ASSERT_NE(sheaves_o0, nullptr);
+    const std::vector<std::pair<std::string, std::string>> sheaves_o0_env = {
+        {"SLABKIT_ALLOCATOR", "sheaves"}, {"SLABKIT_SLUB_MAX_ORDER", "0"}};
+    EXPECT_EQ(sheaves_o0->env, sheaves_o0_env);
     try {
         sb::select_configs("slqb,hoard", all);
         FAIL() << "no throw";
     } catch (const std::runtime_error &e) {
         EXPECT_NE(std::string(e.what()).find("'hoard'"), std::string::npos) << e.what();
     }
+}
+
+// Every per-design configuration comes from the build's one list of designs (slabkit_designs()),
+// the sheaves included, and is slabkit's own.
+TEST(SlabbenchConfigs, EveryDesignHasItsConfigurations) {
+    EXPECT_EQ(sb::design_names(),
+              (std::vector<std::string>{"slqb", "slub", "slab", "slob", "sheaves"}));
+    const std::vector<sb::config> all = sb::all_configs("/x/libslabkit-malloc.so");
+    for (const std::string &d : sb::design_names()) {
+        for (const std::string &name : {d, d + "+debug", d + "-malloc"}) {
+            const sb::config *c = sb::find_config(all, name);
+            ASSERT_NE(c, nullptr) << name;
+            EXPECT_EQ(c->design, d) << name;
+            EXPECT_EQ(c->env.front(), (std::pair<std::string, std::string>{"SLABKIT_ALLOCATOR", d}))
+                << name;
+            EXPECT_TRUE(sb::is_design_config(name)) << name;
+        }
+        EXPECT_EQ(sb::find_config(all, d + "-o0") != nullptr, !sb::max_order_variable(d).empty())
+            << d;
+    }
+    EXPECT_EQ(sb::select_configs("designs", all),
+              (std::set<std::string>{"slqb", "slub", "slab", "slob", "sheaves"}));
+    const std::set<std::string> malloc = sb::select_configs("malloc", all);
+    EXPECT_TRUE(malloc.count("sheaves-malloc"));
+    EXPECT_EQ(malloc.size(), 5u);
+    EXPECT_EQ(sb::find_config(all, "sheaves")->what,
+              "Sheaves through the kmem_cache API and kmalloc");
+    EXPECT_EQ(sb::find_config(all, "sheaves-malloc")->what,
+              "Sheaves' malloc replacement, libslabkit-malloc.so preloaded");
+    EXPECT_FALSE(sb::is_design_config("glibc"));
+    EXPECT_FALSE(sb::is_design_config("mimalloc3"));
 }
 
 TEST(SlabbenchConfigs, CompareBuildAddsOurConfigurationsFromTheOtherBuild) {
@@ -371,6 +408,45 @@ TEST(SlabbenchOutcome, TargetsSayWhatTheyMeasured) {
     EXPECT_NE(s.find("[not run]"), std::string::npos) << s;
 }
 
+// --counters: the workers' "counter:" notes as a table per 1000 allocations, a column per
+// configuration that noted them, "-" where a design has no such counter.
+TEST(SlabbenchOutput, CountersTablePerThousandAllocations) {
+    const sb::workload w = fake_workload("hackbench");
+    sb::workload_outcome o;
+    o.w = &w;
+    o.baseline = "slub";
+    o.configs = {{"slub", "", "ok", ""}, {"sheaves", "", "ok", ""}, {"glibc", "", "ok", ""}};
+    for (unsigned i = 0; i < 2; ++i) {
+        sb::run_record a = fake_run("slub", i, "groups/1", 1.0);
+        a.res.note(sb::kCounterAllocsNote, 10000);
+        a.res.note(sb::kCounterNote + "ALLOC_SLOWPATH", 200 + 100 * i); // 25 per 1000 on average
+        sb::run_record b = fake_run("sheaves", i, "groups/1", 1.0);
+        b.res.note(sb::kCounterAllocsNote, 20000);
+        b.res.note(sb::kCounterNote + "SHEAF_REFILL", 500);
+        o.runs.push_back(a);
+        o.runs.push_back(b);
+        o.runs.push_back(fake_run("glibc", i, "groups/1", 1.0)); // no counters: no column
+    }
+    sb::summarize_outcome(o, {"slub", "sheaves", "glibc"});
+    const std::string t = sb::format_counters(o);
+    EXPECT_NE(t.find("hackbench counters: per 1000 allocations"), std::string::npos) << t;
+    EXPECT_EQ(t.find("glibc"), std::string::npos) << t;
+    auto row = [&t](const std::string &name) {
+        const size_t at = t.find("  " + name + " ");
+        return at == std::string::npos ? std::string() : t.substr(at, t.find('\n', at) - at);
+    };
+    EXPECT_NE(row("allocations").find("10000"), std::string::npos) << t;
+    EXPECT_NE(row("allocations").find("20000"), std::string::npos) << t;
+    const std::string slow = row("ALLOC_SLOWPATH"), refill = row("SHEAF_REFILL");
+    EXPECT_NE(slow.find("25.00"), std::string::npos) << t;
+    EXPECT_LT(slow.find("25.00"), slow.find('-')) << t; // slub's column, then none for sheaves
+    EXPECT_NE(refill.find("25.00"), std::string::npos) << t;
+    EXPECT_LT(refill.find('-'), refill.find("25.00")) << t;
+    sb::workload_outcome none = o;
+    for (sb::run_record &r : none.runs) r.res.notes.clear();
+    EXPECT_EQ(sb::format_counters(none), "");
+}
+
 TEST(SlabbenchOutput, CsvQuotesAndJsonCarriesEverything) {
     const sb::workload w = fake_workload("oltp");
     sb::workload_outcome o;
@@ -384,6 +460,7 @@ TEST(SlabbenchOutput, CsvQuotesAndJsonCarriesEverything) {
     const nlohmann::json j =
         sb::outcome_json({"slabbench oltp", "tiny", 1}, nlohmann::json::object(), {o}, {});
     EXPECT_EQ(j["slabbench"], 1);
+    EXPECT_EQ(j["designs"], nlohmann::json(sb::design_names())); // the report's design list
     EXPECT_EQ(j["workloads"][0]["configs"][1]["status"], "skipped");
     EXPECT_EQ(j["workloads"][0]["summary"][0]["rows"][0]["avg"], 1.5);
     EXPECT_TRUE(j["workloads"][0]["summary"][0]["rows"][0]["pct"].is_null());

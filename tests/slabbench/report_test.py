@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """tools/slabbench/report.py against synthetic results: a matrix workload (netperf, "stream/<n>"
-over three sizes, three configurations and one that failed), a by_config workload (boot, one
-"memory" case), a skipped workload (oltp); then a second, partial JSON (nulls, missing keys,
-empty summaries) that must still give a report.
+over three sizes, three configurations and one that failed, with `--counters` notes), a
+by_config workload (boot, one "memory" case, four of the five designs), a skipped workload
+(oltp); then a second, partial JSON (nulls, missing keys, empty summaries, no design list) that
+must still give a report.
 
 Usage: report_test.py [REPORT_PY]   (default: tools/slabbench/report.py beside this tree)
 Run with /usr/bin/python3 (Debian's matplotlib); report.py itself runs under /usr/bin/python3.
@@ -37,7 +38,9 @@ def row(config, avg, lo, hi, pct, p, noise, n=3):
             "pct": pct, "p": p, "noise": noise}
 
 
-def runs_for(config, cases, ok=True, error=""):
+def runs_for(config, cases, ok=True, error="", counters=None):
+    """Three runs; `counters` ({NAME: per run}) adds `slabbench --counters` notes over 1000
+    allocations a run."""
     out = []
     for i in range(3):
         out.append({"config": config, "run": i, "ok": ok, "error": error, "wall_s": 0.3 + i / 10,
@@ -46,6 +49,9 @@ def runs_for(config, cases, ok=True, error=""):
                         for c, m, u, b, v in cases],
                     "checks": [{"name": "delivered", "ok": ok, "detail": "1000 of 1000 messages"}],
                     "notes": {"peak_rss_kib": 5120 + i, "alloc_slow_pct": 1.5}})
+        if counters:
+            out[-1]["notes"]["counter:allocs"] = 1000.0
+            out[-1]["notes"].update({f"counter:{k}": v for k, v in counters.items()})
     return out
 
 
@@ -73,9 +79,10 @@ def synthetic():
                      "why": "worker died: SIGSEGV <core dumped>"},
                     {"name": "glibc", "what": "glibc's malloc", "status": "ok", "why": ""}],
         "runs": (runs_for("slqb", [(f"stream/{s}", "throughput", "MB/s", "higher", base[s])
-                                   for s in sizes])
+                                   for s in sizes], counters={"FREE_REMOTE": 50.0})
                  + runs_for("slub", [(f"stream/{s}", "throughput", "MB/s", "higher", base[s])
-                                     for s in sizes])
+                                     for s in sizes],
+                            counters={"ALLOC_SLOWPATH": 125.0, "FREE_REMOTE": 0})
                  + runs_for("slab", [], ok=False, error="worker died: SIGSEGV <core dumped>")
                  + runs_for("glibc", [(f"stream/{s}", "throughput", "MB/s", "higher", base[s])
                                       for s in sizes])),
@@ -87,14 +94,15 @@ def synthetic():
         "cannot": "no kernel", "baseline": "slub", "layout": "by_config", "params": {},
         "status": "ok", "why": "",
         "configs": [{"name": n, "what": n.upper(), "status": "ok", "why": ""}
-                    for n in ("slqb", "slub", "slob")],
-        "runs": [r for n in ("slqb", "slub", "slob")
+                    for n in ("slqb", "slub", "slob", "sheaves")],
+        "runs": [r for n in ("slqb", "slub", "slob", "sheaves")
                  for r in runs_for(n, [("memory", "footprint", "kB", "lower", 2000.0)])],
         "summary": [{"case": "memory", "metric": "footprint", "unit": "kB", "better": "lower",
                      "baseline": "slub",
                      "rows": [row("slqb", 2100.0, 2090.0, 2110.0, 8.7, 0.001, False),
                               row("slub", 2300.0, 2290.0, 2310.0, None, None, None),
-                              row("slob", 1876.5, 1870.0, 1880.0, 18.4, 0.0001, False)]}],
+                              row("slob", 1876.5, 1870.0, 1880.0, 18.4, 0.0001, False),
+                              row("sheaves", 2412.0, 2400.0, 2420.0, -4.9, 0.002, False)]}],
         "winner": [{"case": "memory", "config": "slob", "design": "slob"}],
     }
     oltp = {"name": "oltp", "seed": "seed 004: sysbench OLTP", "baseline": "slub",
@@ -107,6 +115,7 @@ def synthetic():
                     "kernel": "6.1.0-test", "os": "Debian GNU/Linux 12 (bookworm)",
                     "date": "2026-12-04T20:30:00Z", "commit": "abc1234", "host": "testhost"},
         "command": "slabbench --quick --json out.json", "scale": "quick", "runs": 3,
+        "designs": ["slqb", "slub", "slab", "slob", "sheaves"],
         "noise_test": "Welch's t-test, two-sided, p >= 0.05",
         "workloads": [netperf, boot, oltp],
         "targets": [{"name": "SLQB boot footprint at most SLUB's", "met": True,
@@ -196,8 +205,22 @@ def main():
             # A table cell per configuration of each workload (the configs tables).
             for c in ("slqb", "slub", "slab", "glibc"):
                 check(f"<td>{c}" in text, f"index.html: no table cell for netperf config {c}")
-            for c in ("slqb", "slub", "slob"):
+            for c in ("slqb", "slub", "slob", "sheaves"):
                 check(f"<td>{c}" in text, f"index.html: no table cell for boot config {c}")
+            check("<td>sheaves</td><td class='num'>3</td><td class='num'>2400</td>" in text,
+                  "index.html: boot's by_config row for sheaves wrong")
+            check("slabkit's designs (slqb, slub, slab, slob, sheaves and their variants)" in text,
+                  "index.html: the winners' note does not name the JSON's five designs")
+            # --counters: a table per 1000 allocations; the notes table leaves the counters out.
+            check("Design counters" in text, "index.html: no design counters table")
+            check(re.search(r"<tr><td>FREE_REMOTE</td><td class='num'>50</td>"
+                            r"<td class='num'>–</td></tr>", text) is not None,
+                  "index.html: counters row FREE_REMOTE wrong (slqb 50, slub none)")
+            check(re.search(r"<tr><td>ALLOC_SLOWPATH</td><td class='num'>–</td>"
+                            r"<td class='num'>125</td></tr>", text) is not None,
+                  "index.html: counters row ALLOC_SLOWPATH wrong (slqb none, slub 125)")
+            check("<th>counter:allocs</th>" not in text and "<th>counter:FREE_REMOTE</th>"
+                  not in text, "index.html: counters shown among the run notes")
             # The matrix: columns per config, cells "avg (pct)" with the noise mark.
             for c in ("slqb", "slub", "slab", "glibc"):
                 check(re.search(rf"<th>{c}\b", text) is not None,

@@ -1,6 +1,7 @@
 // The design interface and the dispatch over it: the concept rejects a design that misses a
 // part, every design of the build passes it, and blocks of several designs' kmalloc sets live in
-// one process, each freed through the one kfree into its own design.
+// one process, each freed through the one kfree into its own design, beside caches of every
+// design held at once.
 #include "designs/designs.hpp"
 #include "kmalloc/kmalloc.hpp"
 
@@ -51,10 +52,16 @@ static_assert(slab_design<complete_ops>);
 static_assert(!slab_design<no_fork_ops>, "a design without fork_cache must not build");
 static_assert(!slab_design<wrong_validate_ops>, "validate must return the problem count");
 static_assert(slab_design<slqb::ops> && slab_design<slub::ops> && slab_design<slab::ops> &&
-              slab_design<slob::ops>);
+              slab_design<slob::ops> && slab_design<sheaves::ops>);
+
+// Every design of the build, in the list's order.
+#define SLABKIT_DESIGN_VALUE(name) design::name,
+const design kAllDesigns[] = {SLABKIT_DESIGN_LIST(SLABKIT_DESIGN_VALUE)};
+#undef SLABKIT_DESIGN_VALUE
 
 TEST(Designs, ListNamesEveryDesign) {
-    EXPECT_STREQ(design_names(), "slqb slub slab slob");
+    EXPECT_STREQ(design_names(), "slqb slub slab slob sheaves");
+    EXPECT_EQ(kNrDesigns, 5u);
     design d;
     ASSERT_TRUE(parse_design("slub", &d));
     EXPECT_EQ(d, design::slub);
@@ -62,6 +69,9 @@ TEST(Designs, ListNamesEveryDesign) {
     ASSERT_TRUE(parse_design("slab", &d));
     EXPECT_EQ(d, design::slab);
     EXPECT_STREQ(design_name(d), "slab");
+    ASSERT_TRUE(parse_design("sheaves", &d));
+    EXPECT_EQ(d, design::sheaves);
+    EXPECT_STREQ(design_name(d), "sheaves");
     EXPECT_FALSE(parse_design("slab-of-the-future", &d));
 }
 
@@ -70,7 +80,7 @@ TEST(Designs, ListNamesEveryDesign) {
 TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
     std::vector<std::pair<void *, design>> blocks;
     for (int round = 0; round < 3; ++round) {
-        for (design d : {design::slqb, design::slub, design::slab, design::slob}) {
+        for (design d : kAllDesigns) {
             for (size_t size : {8, 24, 100, 200, 700, 3000, 8192}) {
                 void *p = kmalloc::alloc(d, size, false, kAnyNode);
                 ASSERT_NE(p, nullptr);
@@ -99,7 +109,7 @@ TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
               "kmalloc-64");
     for (auto &b : blocks) kmalloc::free(b.first);
     designs::trim_all();
-    for (design d : {design::slqb, design::slub, design::slab, design::slob}) {
+    for (design d : kAllDesigns) {
         for (unsigned i = 0; i < kmalloc::kNrClasses; ++i) {
             cache *k = kmalloc::cache_for(d, i);
             ASSERT_NE(k, nullptr);
@@ -107,6 +117,83 @@ TEST(Designs, KmallocBlocksOfEveryDesignShareOneKfree) {
             unsigned problems =
                 designs::visit(k, [&](auto ops, auto *s) { return ops.validate(s, report, 512); });
             EXPECT_EQ(problems, 0u) << report;
+        }
+    }
+}
+
+// One process holds a cache of every design at once, with kmalloc blocks of every design in
+// between: objects of each cache go back to their own cache, every kmalloc block through the one
+// kfree, in an order that mixes the designs; afterwards every cache and kmalloc class is valid and
+// the caches hold no slab.
+TEST(Designs, CachesAndKmallocBlocksOfEveryDesignAtOnce) {
+    std::vector<cache *> caches;
+    for (design d : kAllDesigns) {
+        std::string name = std::string("every-") + design_name(d);
+        const char *why = nullptr;
+        cache *c = designs::create(d, cache_args{name.c_str(), 72, 0, 0, nullptr}, &why);
+        ASSERT_NE(c, nullptr) << design_name(d) << ": " << (why ? why : "");
+        EXPECT_EQ(c->kind, d);
+        caches.push_back(c);
+    }
+    struct block {
+        void *p;
+        cache *owner; // nullptr: a kmalloc block
+        design d;
+        unsigned char fill;
+    };
+    std::vector<block> blocks;
+    for (int round = 0; round < 200; ++round) {
+        for (size_t k = 0; k < caches.size(); ++k) {
+            cache *c = caches[k];
+            auto fill = static_cast<unsigned char>(round * 7 + k);
+            void *obj = designs::visit(c, [](auto ops, auto *s) { return ops.alloc(s, false); });
+            ASSERT_NE(obj, nullptr) << design_name(c->kind);
+            memset(obj, fill, 72);
+            blocks.push_back({obj, c, c->kind, fill});
+            size_t size = 8 + static_cast<size_t>(round * 37 + k * 11) % 3000;
+            void *p = kmalloc::alloc(c->kind, size, false, kAnyNode);
+            ASSERT_NE(p, nullptr) << design_name(c->kind) << " " << size;
+            memset(p, fill, 8);
+            blocks.push_back({p, nullptr, c->kind, fill});
+        }
+    }
+    // A kmalloc block of each design is its design's.
+    for (const block &b : blocks) {
+        if (b.owner) continue;
+        page *pg = virt_to_head_page(b.p);
+        if (pg->flags() & PG_slab) {
+            EXPECT_EQ(slab_cache(pg)->kind, b.d);
+        }
+    }
+    // Free in an order that mixes the designs: every third, then the rest backwards.
+    auto give_back = [](const block &b) {
+        const auto *bytes = static_cast<const unsigned char *>(b.p);
+        for (size_t i = 0; i < (b.owner ? 72u : 8u); ++i) ASSERT_EQ(bytes[i], b.fill);
+        if (b.owner)
+            designs::visit(b.owner, [&](auto ops, auto *s) { ops.free(s, b.p); });
+        else
+            kmalloc::free(b.p);
+    };
+    for (size_t i = 0; i < blocks.size(); i += 3) give_back(blocks[i]);
+    for (size_t i = blocks.size(); i-- > 0;)
+        if (i % 3 != 0) give_back(blocks[i]);
+    designs::trim_all();
+    for (cache *c : caches) {
+        char report[512];
+        EXPECT_EQ(designs::validate(c, report, sizeof report), 0u)
+            << design_name(c->kind) << ": " << report;
+        design_stats st;
+        designs::statistics(c, &st);
+        EXPECT_EQ(st.active_objects, st.queued_objects) << design_name(c->kind);
+        EXPECT_EQ(designs::shrink(c), 0u) << design_name(c->kind);
+        designs::destroy(c);
+    }
+    for (design d : kAllDesigns) {
+        for (unsigned i = 0; i < kmalloc::kNrClasses; ++i) {
+            cache *k = kmalloc::cache_for(d, i);
+            ASSERT_NE(k, nullptr);
+            char report[512];
+            EXPECT_EQ(designs::validate(k, report, sizeof report), 0u) << k->name << ": " << report;
         }
     }
 }

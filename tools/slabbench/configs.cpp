@@ -21,20 +21,36 @@ namespace slabbench {
 
 namespace {
 
-std::vector<std::string> designs_of_build() {
-    std::vector<std::string> out;
-    std::stringstream in(slabkit_designs());
-    std::string d;
-    while (in >> d) out.push_back(d);
-    return out;
-}
-
+// A design as the configurations' descriptions name it: SLQB, SLUB, SLAB, SLOB, Sheaves.
 std::string upper(std::string s) {
+    if (s == "sheaves") return "Sheaves";
     for (char &c : s) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
     return s;
 }
 
+std::string possessive(const std::string &s) {
+    return s.ends_with('s') ? s + "'" : s + "'s";
+}
+
 } // namespace
+
+const std::vector<std::string> &design_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        std::stringstream in(slabkit_designs());
+        std::string d;
+        while (in >> d) out.push_back(d);
+        return out;
+    }();
+    return names;
+}
+
+std::string max_order_variable(const std::string &design) {
+    // The sheaves sit on SLUB's slab layer, which reads SLUB's variable.
+    if (design == "slub" || design == "sheaves") return "SLABKIT_SLUB_MAX_ORDER";
+    if (design == "slab") return "SLABKIT_SLAB_MAX_ORDER";
+    return "";
+}
 
 std::string find_library(const std::string &filename) {
     for (const char *dir : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib/aarch64-linux-gnu/",
@@ -47,7 +63,7 @@ std::string find_library(const std::string &filename) {
 
 std::vector<config> all_configs(const std::string &malloc_library) {
     std::vector<config> out;
-    const std::vector<std::string> designs = designs_of_build();
+    const std::vector<std::string> &designs = design_names();
     for (const std::string &d : designs)
         out.push_back({d,
                        fam_cache,
@@ -59,8 +75,8 @@ std::vector<config> all_configs(const std::string &malloc_library) {
                        "",
                        ""});
     for (const std::string &d : designs) {
-        if (d != "slub" && d != "slab") continue;
-        const std::string var = fmt::format("SLABKIT_{}_MAX_ORDER", upper(d));
+        const std::string var = max_order_variable(d);
+        if (var.empty()) continue;
         out.push_back({d + "-o0",
                        fam_order,
                        false,
@@ -113,18 +129,18 @@ std::vector<config> all_configs(const std::string &malloc_library) {
                        ""});
     const bool have_malloc = access(malloc_library.c_str(), R_OK) == 0;
     for (const std::string &d : designs)
-        out.push_back(
-            {d + "-malloc",
-             fam_malloc,
-             true,
-             d,
-             malloc_library,
-             {{"SLABKIT_ALLOCATOR", d}},
-             fmt::format("{}'s malloc replacement, libslabkit-malloc.so preloaded", upper(d)),
-             have_malloc
-                 ? ""
-                 : fmt::format("{} not found (build the slabkit_malloc target)", malloc_library),
-             ""});
+        out.push_back({d + "-malloc",
+                       fam_malloc,
+                       true,
+                       d,
+                       malloc_library,
+                       {{"SLABKIT_ALLOCATOR", d}},
+                       fmt::format("{} malloc replacement, libslabkit-malloc.so preloaded",
+                                   possessive(upper(d))),
+                       have_malloc ? ""
+                                   : fmt::format("{} not found (build the slabkit_malloc target)",
+                                                 malloc_library),
+                       ""});
     out.push_back({"glibc", fam_peers, true, "", "", {}, "glibc's malloc (no preload)", "", ""});
     static const struct {
         const char *name, *file, *package;

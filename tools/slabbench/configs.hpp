@@ -1,12 +1,14 @@
 // configs.hpp - the allocator configurations a workload runs under.
 //
 // A configuration is one way of giving a workload its objects, named as the tables show it:
-//   slqb slub slab slob             each design through the kmem_cache API and kmalloc, linked
+//   slqb slub slab slob sheaves     each design of the build (slabkit_designs(): design_names
+//                                   below) through the kmem_cache API and kmalloc, linked
 //                                   (SLABKIT_ALLOCATOR=<design>): fam_cache
-//   slub-o0 slab-o0                 SLUB and SLAB with slabs of order 0 only
-//                                   (SLABKIT_SLUB_MAX_ORDER=0, SLABKIT_SLAB_MAX_ORDER=0) beside
-//                                   their high orders (the plain names): fam_order. SLQB and
-//                                   SLOB always use order-0 pages, so they have no variant.
+//   slub-o0 slab-o0 sheaves-o0      SLUB, SLAB and the sheaves (over SLUB's slab layer) with
+//                                   slabs of order 0 only (SLABKIT_SLUB_MAX_ORDER=0,
+//                                   SLABKIT_SLAB_MAX_ORDER=0) beside their high orders (the plain
+//                                   names): fam_order. SLQB and SLOB always use order-0 pages,
+//                                   so they have no such variant (slqb-o3 raises SLQB's).
 //   slqb-thread slqb-cpu            SLQB with threads' own slots and with the CPUs' slots
 //                                   (SLABKIT_SLOTS=thread|cpu; the plain name is auto): fam_slots
 //   slqb+debug ...                  each design with debugging on (SLABKIT_DEBUG=1): fam_debug
@@ -35,6 +37,15 @@ struct config {
     std::string missing; // non-empty: cannot run here, and why (a library not installed)
     std::string worker;  // the slabbench binary that runs its workers ("": this one)
 };
+
+// The designs this build has, in slabkit_designs()' order ("slqb", "slub", "slab", "slob",
+// "sheaves"): the one list every per-design configuration, is_design_config and the report's
+// design list come from.
+const std::vector<std::string> &design_names();
+
+// The environment variable that caps a design's slab order (its `-o0` configuration), "" for a
+// design whose slabs have no such cap (SLQB, SLOB).
+std::string max_order_variable(const std::string &design);
 
 // Every configuration this build and machine know of, available or not. `malloc_library` is
 // libslabkit-malloc.so (found next to the program by default).

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -67,6 +68,17 @@ heap::activity heap::total_activity() const {
         a.free_slow += all[i].free_slow;
     }
     return a;
+}
+
+std::map<std::string, uint64_t> heap::design_counters() const {
+    std::map<std::string, uint64_t> out;
+    if (!slabkit_) return out;
+    std::vector<slabkit_cache_stats> all(slabkit_cache_count() + 16);
+    const size_t got = std::min(all.size(), slabkit_stats(all.data(), all.size()));
+    for (size_t i = 0; i < got; ++i)
+        for (unsigned c = 0; c < all[i].nr_counters && c < 24; ++c)
+            if (all[i].counter_names[c]) out[all[i].counter_names[c]] += all[i].counters[c];
+    return out;
 }
 
 uint64_t heap::slab_pages() const {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,9 @@ class heap {
         uint64_t allocs = 0, alloc_slow = 0, frees = 0, free_slow = 0;
     };
     activity total_activity() const;
+    // Every statistics counter of the design (slabkit_cache_stats' counter_names), summed by
+    // name over every cache of the process; empty for malloc.
+    std::map<std::string, uint64_t> design_counters() const;
     // Pages slabkit holds for slabs, and for everything (slabkit_get_heap_stats); 0 for malloc.
     uint64_t slab_pages() const;
     uint64_t pages_in_use() const;

@@ -1,4 +1,4 @@
-// main.cpp - slabbench: the seeds' benchmarks side by side for slabkit's four designs and for
+// main.cpp - slabbench: the seeds' benchmarks side by side for slabkit's designs and for
 // glibc, jemalloc, tcmalloc and mimalloc, with statistics over repeated runs (docs/slabbench.md).
 //
 // The driver runs every run of every workload under every configuration in a process of its
@@ -69,7 +69,7 @@ std::string malloc_comes_from() {
 
 int worker_main(const std::string &name, const std::string &api, const std::string &expect,
                 sb::scale size, unsigned run, unsigned threads,
-                const std::vector<std::string> &param_args) {
+                const std::vector<std::string> &param_args, bool counters) {
     sb::result out;
     const sb::workload *w = sb::find_workload(name);
     if (!w || !w->run) {
@@ -95,12 +95,24 @@ int worker_main(const std::string &name, const std::string &api, const std::stri
                 if (eq != std::string::npos) ctx.params[kv.substr(0, eq)] = kv.substr(eq + 1);
             }
             const sb::heap::activity before = h.total_activity();
+            const std::map<std::string, uint64_t> counters_before =
+                counters ? h.design_counters() : std::map<std::string, uint64_t>{};
             try {
                 w->run(ctx, out);
             } catch (const std::exception &e) {
                 out.fail(fmt::format("{}: {}", name, e.what()));
             }
             const sb::heap::activity after = h.total_activity();
+            if (counters && h.slabkit()) {
+                // Every counter of the design that moved over the run, and the allocations
+                // they are read against (tables.hpp, format_counters).
+                for (const auto &[k, v] : h.design_counters()) {
+                    auto was = counters_before.find(k);
+                    const uint64_t start = was == counters_before.end() ? 0 : was->second;
+                    if (v > start) out.note(sb::kCounterNote + k, static_cast<double>(v - start));
+                }
+                out.note(sb::kCounterAllocsNote, static_cast<double>(after.allocs - before.allocs));
+            }
             if (h.slabkit() && after.allocs > before.allocs) {
                 out.note("alloc_slow_pct",
                          100.0 * static_cast<double>(after.alloc_slow - before.alloc_slow) /
@@ -143,6 +155,7 @@ struct options {
     bool strong_peers = true;       // snmalloc and mimalloc 3 from build/peers when built
     bool progress = true;
     bool strict = false;
+    bool counters = false; // workers note their design's counters; a table per workload
     std::string command;
 };
 
@@ -231,6 +244,7 @@ sb::run_record run_once(const options &opt, const sb::workload &w, const sb::con
                      scale_name(opt.size),
                      "--run",
                      std::to_string(run)};
+        if (opt.counters) spec.argv.push_back("--counters");
         if (opt.threads) {
             spec.argv.push_back("--threads");
             spec.argv.push_back(std::to_string(opt.threads));
@@ -398,6 +412,7 @@ int driver_main(options &opt) {
         sb::summarize_outcome(o, order);
         bar.clear();
         std::printf("%s", sb::format_workload(o).c_str());
+        if (opt.counters) std::printf("%s", sb::format_counters(o).c_str());
         std::fflush(stdout);
     }
     const std::vector<sb::target_outcome> targets = sb::evaluate_targets(outcomes);
@@ -452,10 +467,16 @@ std::string workload_list() {
             out +=
                 fmt::format("  {:<10}   parameters (--set {}.NAME=VALUE):{}\n", "", w.name, params);
     }
-    out += "Allocator families for --allocators: designs (slqb slub slab slob, kmem_cache API), "
-           "order (slub-o0 slab-o0 slqb-o3), slots (slqb-thread slqb-cpu), debug (<design>+debug), "
-           "malloc (<design>-malloc, preloaded), peers (glibc jemalloc tcmalloc mimalloc, snmalloc "
-           "mimalloc3 from build/peers, --peer), all.";
+    std::string designs, orders;
+    for (const std::string &d : sb::design_names()) {
+        designs += (designs.empty() ? "" : " ") + d;
+        if (!sb::max_order_variable(d).empty()) orders += d + "-o0 ";
+    }
+    out += fmt::format("Allocator families for --allocators: designs ({}, kmem_cache API), "
+                       "order ({}slqb-o3), slots (slqb-thread slqb-cpu), debug (<design>+debug), "
+                       "malloc (<design>-malloc, preloaded), peers (glibc jemalloc tcmalloc "
+                       "mimalloc, snmalloc mimalloc3 from build/peers, --peer), all.",
+                       designs, orders);
     return out;
 }
 
@@ -479,9 +500,9 @@ void print_details() {
 
 int main(int argc, char **argv) {
     CLI::App app{"slabbench: the seeds' benchmarks (hackbench, netperf, volanoMark, sysbench OLTP, "
-                 "kbuild, boot footprint) side by side for slabkit's four designs and glibc, "
-                 "jemalloc, tcmalloc and mimalloc. With no workload named, runs a quick version "
-                 "of every one."};
+                 "kbuild, boot footprint) side by side for slabkit's designs (SLQB, SLUB, SLAB, "
+                 "SLOB, sheaves) and glibc, jemalloc, tcmalloc and mimalloc. With no workload "
+                 "named, runs a quick version of every one."};
     app.footer(workload_list());
     options opt;
     bool quick = false, full = false, tiny = false, list = false;
@@ -520,6 +541,11 @@ int main(int argc, char **argv) {
     bool no_progress = false;
     app.add_flag("--no-progress", no_progress, "no progress line on stderr");
     app.add_flag("--strict", opt.strict, "exit 1 if any configuration fails, peers included");
+    app.add_flag("--counters", opt.counters,
+                 "after each workload's table, the design's own statistics counters (SLQB's "
+                 "FREE_REMOTE, SLUB's ALLOC_SLOWPATH, the sheaves' SHEAF_REFILL ...) per 1000 "
+                 "allocations, averaged over the runs of slabkit's kmem_cache configurations "
+                 "(also kept in the JSON as run notes \"counter:NAME\")");
     app.add_flag("--list", list, "describe every workload, its parameters and the configurations");
     // The worker's options (the driver starts them; not for users).
     std::string worker, api = "cache", expect, scale_arg = "quick";
@@ -540,7 +566,7 @@ int main(int argc, char **argv) {
         const sb::scale s = scale_arg == "tiny"   ? sb::scale::tiny
                             : scale_arg == "full" ? sb::scale::full
                                                   : sb::scale::quick;
-        return worker_main(worker, api, expect, s, run, opt.threads, params);
+        return worker_main(worker, api, expect, s, run, opt.threads, params, opt.counters);
     }
     if (list) {
         print_details();

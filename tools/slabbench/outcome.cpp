@@ -1,6 +1,8 @@
 // outcome.cpp - statistics per case, winners and targets (outcome.hpp).
 #include "outcome.hpp"
 
+#include "configs.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -28,7 +30,7 @@ const case_row *best_of(const case_summary &c, bool designs_only) {
 } // namespace
 
 bool is_design_config(const std::string &config) {
-    for (const char *d : {"slqb", "slub", "slab", "slob"})
+    for (const std::string &d : design_names())
         if (config.rfind(d, 0) == 0) return true;
     return false;
 }

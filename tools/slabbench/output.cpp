@@ -1,6 +1,7 @@
 // output.cpp - the machine's description, JSON and CSV (output.hpp).
 #include "output.hpp"
 
+#include "configs.hpp"
 #include "runner.hpp"
 
 #include <sys/utsname.h>
@@ -89,6 +90,7 @@ nlohmann::json outcome_json(const run_header &h, const nlohmann::json &machine,
     j["command"] = h.command;
     j["scale"] = h.scale;
     j["runs"] = h.runs;
+    j["designs"] = design_names(); // slabkit's designs: the report's configurations of its own
     j["noise_test"] =
         fmt::format("Welch's t-test, two-sided, p >= {:g} is within noise", kNoiseLevel);
     j["workloads"] = nlohmann::json::array();

@@ -37,7 +37,10 @@ try:
 except Exception:  # pragma: no cover - the wrong python3
     HAVE_MPL = False
 
-DESIGNS = ("slqb", "slub", "slab", "slob")
+# slabkit's designs, the prefixes of its own configurations: the JSON's "designs" (the build's
+# slabkit_designs()) when it has them, else these (main sets it).
+DESIGNS = ("slqb", "slub", "slab", "slob", "sheaves")
+COUNTER = "counter:"  # run notes of `slabbench --counters`: a design's counter over the run
 FIG_W, FIG_H, DPI = 9.0, 5.0, 100  # 900x500 px
 
 
@@ -714,7 +717,8 @@ def html_matrix(wl):
 
 
 def html_notes(wl):
-    """The runs' notes (peak RSS, counters), averaged over each configuration's ok runs."""
+    """The runs' notes (peak RSS, slow-path shares), averaged over each configuration's ok
+    runs; the design counters of --counters have a table of their own (html_counters)."""
     keys, per = [], {}
     for r in wl.runs:
         if r.get("ok") is False:
@@ -727,7 +731,7 @@ def html_notes(wl):
             items.insert(0, ("wall_s", wall))
         for k, v in items:
             v = as_num(v)
-            if v is None:
+            if v is None or k.startswith(COUNTER):
                 continue
             if k not in keys:
                 keys.append(k)
@@ -745,6 +749,47 @@ def html_notes(wl):
     return ("<h3>Run notes <span class='note'>(averages over ok runs)</span></h3><table><tr>"
             "<th>config</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "</tr>\n"
             + "\n".join(rows) + "</table>")
+
+
+def html_counters(wl):
+    """`slabbench --counters`: each design counter per 1000 allocations (the runs' sums over
+    the allocations they made), a row per counter, a column per configuration that has them."""
+    allocs_key = COUNTER + "allocs"
+    sums, cols, names = {}, [], []
+    for r in wl.runs:
+        if r.get("ok") is False:
+            continue
+        notes = as_dict(r.get("notes"))
+        allocs = as_num(notes.get(allocs_key))
+        if allocs is None:
+            continue
+        c = as_str(r.get("config"))
+        if c not in sums:
+            sums[c] = {"": 0.0}
+        sums[c][""] += allocs
+        for k, v in notes.items():
+            v = as_num(v)
+            if v is None or not k.startswith(COUNTER) or k == allocs_key:
+                continue
+            name = k[len(COUNTER):]
+            if name not in names:
+                names.append(name)
+            sums[c][name] = sums[c].get(name, 0.0) + v
+    cols = [c for c in wl.config_names if c in sums] + [c for c in sums if c not in wl.config_names]
+    if not cols or not names:
+        return ""
+    def cell(c, n):
+        v, allocs = sums[c].get(n), sums[c][""]
+        return esc(fmt_num(v / allocs * 1000)) if v and allocs else "–"
+
+    rows = []
+    for n in sorted(names):
+        cells = "".join(f"<td class='num'>{cell(c, n)}</td>" for c in cols)
+        rows.append(f"<tr><td>{esc(n)}</td>{cells}</tr>")
+    return ("<h3>Design counters <span class='note'>(per 1000 allocations, over the ok runs)"
+            "</span></h3><table><tr><th>counter</th>"
+            + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>\n" + "\n".join(rows)
+            + "</table>")
 
 
 def html_workload(wl):
@@ -779,6 +824,7 @@ def html_workload(wl):
     else:
         out.append(html_by_config(wl))
     out.append(html_notes(wl))
+    out.append(html_counters(wl))
     if wl.plots:
         out.append("<h3>Plots</h3>")
         for fname, caption in wl.plots:
@@ -800,7 +846,7 @@ def render(doc, workloads):
         f"<p>Workloads: {toc}</p>" if toc else "<p class='note'>No workloads in this run.</p>",
         "<h2>Summary: who won</h2>",
         "<p class='note'>Per case, the best average among all configurations and among "
-        "slabkit's designs (slqb, slub, slab, slob and their variants).</p>",
+        f"slabkit's designs ({esc(', '.join(DESIGNS))} and their variants).</p>",
         html_winners(workloads), "<h2>Targets</h2>", html_targets(doc),
     ]
     for wl in workloads:
@@ -828,6 +874,10 @@ def main(argv):
                     "</body></html>\n")
         return 1
     doc = as_dict(doc)
+    global DESIGNS
+    designs = [d for d in as_list(doc.get("designs")) if isinstance(d, str) and d]
+    if designs:
+        DESIGNS = tuple(designs)
     workloads = [Workload(w) for w in as_list(doc.get("workloads"))]
     all_configs = []
     for wl in workloads:

@@ -123,6 +123,54 @@ std::string format_workload(const workload_outcome &o) {
     return out;
 }
 
+std::string format_counters(const workload_outcome &o) {
+    // Per configuration, the sums over its ok runs and the runs counted.
+    std::vector<std::string> cols, rows;
+    std::map<std::string, std::map<std::string, double>> sum;
+    std::map<std::string, int> runs;
+    for (const config_status &c : o.configs)
+        for (const run_record &r : o.runs) {
+            if (r.config != c.name || !r.ok || !r.res.notes.count(kCounterAllocsNote)) continue;
+            if (!runs.count(c.name)) cols.push_back(c.name);
+            ++runs[c.name];
+            for (const auto &[k, v] : r.res.notes) {
+                if (k.rfind(kCounterNote, 0) != 0 || k == kCounterAllocsNote) continue;
+                const std::string name = k.substr(kCounterNote.size());
+                if (std::find(rows.begin(), rows.end(), name) == rows.end()) rows.push_back(name);
+                sum[c.name][name] += v;
+            }
+            sum[c.name][""] += r.res.notes.at(kCounterAllocsNote);
+        }
+    if (cols.empty()) return "";
+    std::sort(rows.begin(), rows.end());
+    size_t first = 12;
+    for (const std::string &r : rows) first = std::max(first, r.size());
+    std::string out = fmt::format(
+        "{} counters: per 1000 allocations, averages of the runs (- none); allocations per run "
+        "first\n",
+        o.w->name);
+    std::string head = fmt::format("  {:<{}}", "counter", first);
+    for (const std::string &c : cols) head += fmt::format(" {:>14}", c.substr(0, 14));
+    out += head + "\n";
+    auto line = [&](const std::string &label, const std::string &key, bool per_alloc) {
+        std::string l = fmt::format("  {:<{}}", label, first);
+        for (const std::string &c : cols) {
+            const auto &m = sum[c];
+            auto it = m.find(key);
+            const double allocs = m.count("") ? m.at("") : 0;
+            std::string cell = "-";
+            if (it != m.end() && it->second > 0)
+                cell = per_alloc ? (allocs > 0 ? short_number(it->second / allocs * 1000) : "-")
+                                 : short_number(it->second / runs[c]);
+            l += fmt::format(" {:>14}", cell);
+        }
+        out += l + "\n";
+    };
+    line("allocations", "", false);
+    for (const std::string &r : rows) line(r, r, true);
+    return out + "\n";
+}
+
 std::string format_summary(const std::vector<workload_outcome> &all,
                            const std::vector<target_outcome> &targets) {
     std::string out = "== Who won ==\n";
