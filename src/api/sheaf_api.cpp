@@ -176,7 +176,8 @@ void slabkit_cache_return_sheaf(slabkit_cache *c, unsigned gfp, slabkit_sheaf *s
 }
 
 unsigned slabkit_sheaf_size(const slabkit_sheaf *sheaf) {
-    return sheaf ? reinterpret_cast<const sheaves::sheaf *>(sheaf)->size : 0;
+    if (!sheaf) return 0;
+    return reinterpret_cast<const sheaves::sheaf *>(sheaf)->size;
 }
 
 } // extern "C"

@@ -97,10 +97,43 @@ extern const char *const kStatNames[NR_STATS];
 
 struct sheaves_cache;
 
+// A word its owner (the slot's holder) reads and writes and statistics read from other threads:
+// relaxed atomic loads and stores, plain moves on x86, used with the syntax of a plain value.
+template <class T>
+struct owned_word {
+    std::atomic<T> v;
+    constexpr owned_word(T x = T{}) noexcept : v(x) {}
+    owned_word(const owned_word &) = delete;
+    owned_word &operator=(const owned_word &o) noexcept { return *this = static_cast<T>(o); }
+    operator T() const noexcept { return v.load(std::memory_order_relaxed); }
+    owned_word &operator=(T x) noexcept {
+        v.store(x, std::memory_order_relaxed);
+        return *this;
+    }
+    T operator->() const noexcept { return *this; }
+    // One writer: read, then store.
+    T operator++(int) noexcept {
+        T old = *this;
+        *this = static_cast<T>(old + 1);
+        return old;
+    }
+    T operator++() noexcept {
+        T now = static_cast<T>(*this + 1);
+        *this = now;
+        return now;
+    }
+    T operator--() noexcept {
+        T now = static_cast<T>(*this - 1);
+        *this = now;
+        return now;
+    }
+    owned_word &operator+=(T d) noexcept { return *this = static_cast<T>(*this + d); }
+};
+
 // A sheaf: `size` objects in objects()[0 .. size), room for `capacity`. The first two words
 // are what the fast paths and the rseq sections read (platform/rseq.hpp, rseq_pop_sheaf).
 struct sheaf {
-    uint32_t size = 0;
+    owned_word<uint32_t> size{0};
     uint32_t capacity = 0;
     sheaf *next = nullptr;    // a barn's list
     cache *owner = nullptr;   // the cache it serves; null for the bootstrap sheaf
@@ -109,6 +142,8 @@ struct sheaf {
     void **objects() { return reinterpret_cast<void **>(this + 1); }
 };
 static_assert(sizeof(sheaf) == 32, "a sheaf's header is the kernel's 32 bytes");
+static_assert(offsetof(sheaf, size) == 0 && offsetof(sheaf, capacity) == 4,
+              "the rseq sections read a sheaf's size and capacity there");
 inline constexpr uint32_t kOversize = 1; // a prefilled sheaf beyond the cache's capacity
 inline constexpr int kEntriesDisp = static_cast<int>(sizeof(sheaf));
 
@@ -120,8 +155,8 @@ inline constexpr uint32_t kMaxEmptySheaves = 10; // MAX_EMPTY_SHEAVES
 inline constexpr unsigned kBatchMax = 32;        // PCS_BATCH_MAX: pointers flushed at a time
 
 struct alignas(kCacheLine) sheaves_cpu {
-    sheaf *main = &g_bootstrap_sheaf; // never null
-    sheaf *spare = nullptr;           // empty, full, or null
+    owned_word<sheaf *> main{&g_bootstrap_sheaf}; // never null
+    owned_word<sheaf *> spare{nullptr};           // empty, full, or null
     counter stats[NR_STATS];
     unsigned node = 0;        // the slot's node
     uint64_t shrink_seen = 0; // last cache shrink generation this slot honoured

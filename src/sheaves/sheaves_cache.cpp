@@ -401,7 +401,8 @@ struct sheaf_checker {
         if (sh->size > sh->capacity) fail("a sheaf holds more than its capacity", sh);
         if (want_cache_capacity && sh->capacity != s->sheaf_capacity)
             fail("a sheaf's capacity differs from the cache's", sh);
-        uint32_t n = sh->size <= sh->capacity ? sh->size : sh->capacity;
+        const uint32_t size = sh->size;
+        uint32_t n = size <= sh->capacity ? size : sh->capacity;
         for (uint32_t i = 0; i < n; ++i) {
             void *obj = sh->objects()[i];
             page *pg = virt_to_head_page(obj);

@@ -376,7 +376,7 @@ TEST_F(Sheaves, ReplacingAFullMainFillsTheSpareThenTheBarnUpToItsLimit) {
         const design_stats before = stats_of(s);
         sheaf *main_before = pcs->main;
         sheaf *spare_before = pcs->spare;
-        const uint32_t spare_size_before = spare_before ? spare_before->size : 0;
+        const uint32_t spare_size_before = spare_before ? uint32_t{spare_before->size} : 0u;
         const bool main_was_full = main_before->size == cap;
         free(s, objs[i]);
         const design_stats after = stats_of(s);
@@ -1012,7 +1012,7 @@ TEST_F(Sheaves, RandomOperationsAgreeWithAModel) {
             designs::shrink(s);
         } else {
             // Quiescent: the figures agree with the model.
-            uint64_t in_held = held ? held->size : 0;
+            uint64_t in_held = held ? uint64_t{held->size} : 0u;
             ASSERT_EQ(objects_out(s), live.size() + in_held) << "op " << op;
             ASSERT_TRUE(valid(s)) << "op " << op;
         }
