@@ -2,8 +2,8 @@
  *
  * Every function is thread-safe. The allocator behind the API is the process's design, chosen
  * once at start by the environment variable SLABKIT_ALLOCATOR ("slqb", the default, "slub",
- * "slab", "slob" or "sheaves"); an unknown name is reported on stderr and the process exits with status 1 at
- * its first call.
+ * "slab", "slob" or "sheaves"); an unknown name is reported on stderr and the process exits with
+ * status 1 at its first call.
  *
  * Errors: allocation failure returns NULL. Misuse that would corrupt the heap (freeing an
  * address that is not an object start, an object into the wrong cache, destroying a cache with
@@ -70,9 +70,9 @@ typedef struct kmem_cache slabkit_cache;
  * aborts instead). */
 SLABKIT_API slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align,
                                                 unsigned flags, void (*ctor)(void *));
-/* The same in a named design ("slqb", "slub", "slab", "slob", "sheaves"); NULL, with a line on stderr naming
- * the designs, if the design is unknown. Every call on a cache goes to its own design, so one
- * process can hold caches of every design and compare them. */
+/* The same in a named design ("slqb", "slub", "slab", "slob", "sheaves"); NULL, with a line on
+ * stderr naming the designs, if the design is unknown. Every call on a cache goes to its own
+ * design, so one process can hold caches of every design and compare them. */
 SLABKIT_API slabkit_cache *slabkit_cache_create_in(const char *design, const char *name,
                                                    size_t size, size_t align, unsigned flags,
                                                    void (*ctor)(void *));
