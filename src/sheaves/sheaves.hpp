@@ -160,6 +160,11 @@ struct alignas(kCacheLine) sheaves_cpu {
     counter stats[NR_STATS];
     unsigned node = 0;        // the slot's node
     uint64_t shrink_seen = 0; // last cache shrink generation this slot honoured
+    // Objects the slow paths put into (refills, barn trades, returned sheaves) or took out of
+    // (flushes, barn trades, prefills) the slot's two sheaves, so that the objects they hold
+    // are this + FREE_FASTPATH - ALLOC_FASTPATH: statistics never read a live slot's sheaves,
+    // which its owner may free meanwhile. Owner-written.
+    std::atomic<int64_t> slow_delta{0};
 };
 
 // Where the fast paths' words are in a slot's structure, for the rseq sections.

@@ -49,10 +49,13 @@ bool replace_empty_main(sheaves_cache *s, sheaves_cpu *pcs) {
         pcs->spare = boot ? nullptr : t;
         return true;
     }
+    // Main and spare hold nothing: their count reads 0 from here.
+    anchor_empty(pcs);
     node_barn *barn = barn_of(s, pcs);
     sheaf *full = boot ? barn_get_full(barn) : barn_replace_empty(barn, pcs->main);
     if (full) {
         count(s, pcs, BARN_GET);
+        moved(pcs, full->size);
         pcs->main = full;
         return true;
     }
@@ -170,6 +173,7 @@ sheaf *prefill_sheaf(sheaves_cache *s, unsigned size) {
         if (pcs && pcs->spare) {
             sh = pcs->spare;
             pcs->spare = nullptr;
+            moved(pcs, -static_cast<int64_t>(sh->size));
             count(s, pcs, SHEAF_PREFILL_FAST);
         } else {
             count(s, pcs, SHEAF_PREFILL_SLOW);
@@ -209,6 +213,7 @@ void return_sheaf(sheaves_cache *s, sheaf *sh) {
         sheaves_cpu *pcs = slot == kNoSlot ? nullptr : get_pcs(s, slot);
         if (pcs && !pcs->spare) {
             pcs->spare = sh;
+            moved(pcs, sh->size);
             count(s, pcs, SHEAF_RETURN_FAST);
             return;
         }

@@ -307,6 +307,7 @@ bool refill_sheaf_from_slabs(sheaves_cache *s, sheaves_cpu *pcs, sheaf *sh) {
     uint32_t got = refill_objects(s, node, sh->objects() + sh->size, want);
     sh->size += got;
     count(s, pcs, SHEAF_REFILL, got);
+    moved(pcs, got); // the sheaf is (or is about to be) one of the slot's
     return got == want;
 }
 
@@ -350,6 +351,7 @@ void sheaf_flush(sheaves_cache *s, sheaves_cpu *pcs, sheaf *sh) {
     sh->size = 0;
     free_to_slabs(s, sh->objects(), n);
     count(s, pcs, SHEAF_FLUSH, n);
+    moved(pcs, -static_cast<int64_t>(n)); // with a slot: one of its sheaves
 }
 
 void sheaf_flush_main(sheaves_cache *s, sheaves_cpu *pcs) {
@@ -361,7 +363,21 @@ void sheaf_flush_main(sheaves_cache *s, sheaves_cpu *pcs) {
         memcpy(batch, main->objects() + main->size, n * sizeof(void *));
         free_to_slabs(s, batch, n);
         count(s, pcs, SHEAF_FLUSH, n);
+        moved(pcs, -static_cast<int64_t>(n));
     }
+}
+
+int64_t queued_objects(const sheaves_cpu *pcs) {
+    int64_t n = pcs->slow_delta.load(std::memory_order_relaxed) +
+                static_cast<int64_t>(pcs->stats[FREE_FASTPATH].get()) -
+                static_cast<int64_t>(pcs->stats[ALLOC_FASTPATH].get());
+    return n > 0 ? n : 0; // a racing read can undershoot
+}
+
+void anchor_empty(sheaves_cpu *pcs) {
+    pcs->slow_delta.store(static_cast<int64_t>(pcs->stats[ALLOC_FASTPATH].get()) -
+                              static_cast<int64_t>(pcs->stats[FREE_FASTPATH].get()),
+                          std::memory_order_relaxed);
 }
 
 void pcs_flush(sheaves_cache *s, sheaves_cpu *pcs, bool drop_main) {
@@ -371,8 +387,9 @@ void pcs_flush(sheaves_cache *s, sheaves_cpu *pcs, bool drop_main) {
         free_empty_sheaf(s, pcs, spare);
     }
     sheaf *main = pcs->main;
-    if (main == &g_bootstrap_sheaf) return;
+    if (main == &g_bootstrap_sheaf) return anchor_empty(pcs);
     sheaf_flush_main(s, pcs);
+    anchor_empty(pcs);
     if (drop_main) {
         pcs->main = &g_bootstrap_sheaf;
         free_empty_sheaf(s, pcs, main);

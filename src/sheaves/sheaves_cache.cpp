@@ -312,8 +312,8 @@ void statistics(sheaves_cache *s, design_stats *out) {
         sheaves_cpu *pcs = s->cpu_sheaves[slot].load(std::memory_order_acquire);
         if (!pcs) continue;
         for (unsigned i = 0; i < NR_STATS; ++i) out->counters[i] += pcs->stats[i].get();
-        queued += pcs->main->size;
-        if (sheaf *spare = pcs->spare) queued += spare->size;
+        // From the slot's counters: its sheaves may be freed by their owner meanwhile.
+        queued += static_cast<uint64_t>(queued_objects(pcs));
     }
     for (const slab_event &e : kSlabEvents) out->counters[e.ours] += slub_counters[e.slubs];
     uint64_t sheaves_in_barns = 0;
@@ -439,6 +439,12 @@ unsigned validate(sheaves_cache *s, char *report, size_t size) {
             ck.fail("a slot of a cache without sheaves has a main sheaf", pcs);
         ck.check_sheaf(pcs->main, "a slot's main sheaf holds something not an object of its cache",
                        s->sheaf_capacity != 0);
+        // The count statistics read: exact for a thread's own slot (a CPU's slot's rseq sections
+        // may count an aborted operation twice).
+        const uint64_t held =
+            uint64_t{pcs->main->size} + (pcs->spare ? uint64_t{pcs->spare->size} : 0u);
+        if (!slots::is_cpu_slot(slot) && static_cast<uint64_t>(queued_objects(pcs)) != held)
+            ck.fail("a slot's counters differ from what its sheaves hold", pcs);
         if (pcs->spare) {
             if (pcs->spare == pcs->main) ck.fail("a slot's spare is its main sheaf", pcs);
             ck.check_sheaf(pcs->spare,

@@ -37,9 +37,12 @@ bool replace_full_main(sheaves_cache *s, sheaves_cpu *pcs) {
         return true;
     } else {
         bool too_many;
+        // Its size read first: once in the barn, the sheaf is any slot's to take.
+        const int64_t handed = pcs->main->size;
         empty = barn_replace_full(barn, pcs->main, &too_many);
         if (empty) {
             count(s, pcs, BARN_PUT);
+            moved(pcs, -handed);
             pcs->main = empty;
             return true;
         }
@@ -62,7 +65,9 @@ bool replace_full_main(sheaves_cache *s, sheaves_cpu *pcs) {
             pcs->spare = pcs->main;
         } else {
             // Spare and main both full, and the barn had room: main goes there.
-            barn_put_full(barn, pcs->main);
+            sheaf *full = pcs->main;
+            moved(pcs, -static_cast<int64_t>(full->size));
+            barn_put_full(barn, full);
             count(s, pcs, BARN_PUT);
         }
         pcs->main = empty;

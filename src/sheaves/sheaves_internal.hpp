@@ -17,6 +17,19 @@ SLABKIT_ALWAYS_INLINE void count(sheaves_cache *s, sheaves_cpu *pcs, stat_item i
         s->pcs_stats[item].add_shared(n);
 }
 
+// The slow paths moved n objects into (n > 0) or out of the slot's sheaves (sheaves_cpu's
+// slow_delta).
+SLABKIT_ALWAYS_INLINE void moved(sheaves_cpu *pcs, int64_t n) {
+    if (pcs)
+        pcs->slow_delta.store(pcs->slow_delta.load(std::memory_order_relaxed) + n,
+                              std::memory_order_relaxed);
+}
+// The objects the slot's sheaves hold, from its counters (exact for a thread's own slot; a CPU's
+// slot's rseq sections may count an aborted operation twice, which anchor_empty corrects).
+int64_t queued_objects(const sheaves_cpu *pcs);
+// The caller found the slot's sheaves empty (or just emptied them): their count reads 0 again.
+void anchor_empty(sheaves_cpu *pcs);
+
 // The slot's structure for s, made on first use (the kernel's init_percpu_sheaves, per slot
 // instead of per possible CPU at creation), its main the bootstrap sheaf until the slot's first
 // slow path installs one of the cache's; nullptr when memory is short.
