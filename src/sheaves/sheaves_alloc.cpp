@@ -56,7 +56,7 @@ bool replace_empty_main(sheaves_cache *s, sheaves_cpu *pcs) {
     if (full) {
         count(s, pcs, BARN_GET);
         moved(pcs, full->size);
-        pcs->main = full;
+        pcs->main = full; // (barn_replace_empty has put it there already)
         return true;
     }
     count(s, pcs, BARN_GET_FAIL);
@@ -70,13 +70,14 @@ bool replace_empty_main(sheaves_cache *s, sheaves_cpu *pcs) {
     full = refill_or_free(s, pcs, empty);
     if (!full) return false;
     // The empty main becomes the spare, or goes to the barn when there is one.
-    if (!boot) {
-        if (!pcs->spare)
-            pcs->spare = pcs->main;
-        else
-            barn_put_empty(barn, pcs->main);
+    if (boot) {
+        pcs->main = full;
+    } else if (!pcs->spare) {
+        pcs->spare = pcs->main;
+        pcs->main = full;
+    } else {
+        barn_put_empty(barn, pcs->main, full);
     }
-    pcs->main = full;
     return true;
 }
 

@@ -142,10 +142,18 @@ sheaf *barn_get_full_or_empty(node_barn *b) {
     return pop(&b->empty, b->nr_empty);
 }
 
-void barn_put_empty(node_barn *b, sheaf *sh) {
+void barn_put_empty(node_barn *b, owned_word<sheaf *> &slot, sheaf *next) {
     platform::lock_guard guard(b->lock);
     b->touched = true;
-    push(&b->empty, b->nr_empty, sh);
+    push(&b->empty, b->nr_empty, slot);
+    slot = next;
+}
+
+void barn_put_full(node_barn *b, owned_word<sheaf *> &slot, sheaf *next) {
+    platform::lock_guard guard(b->lock);
+    b->touched = true;
+    push(&b->full, b->nr_full, slot);
+    slot = next;
 }
 
 void barn_put_full(node_barn *b, sheaf *sh) {
@@ -154,16 +162,19 @@ void barn_put_full(node_barn *b, sheaf *sh) {
     push(&b->full, b->nr_full, sh);
 }
 
-sheaf *barn_replace_empty(node_barn *b, sheaf *empty) {
+sheaf *barn_replace_empty(node_barn *b, owned_word<sheaf *> &slot) {
     if (b->nr_full.load(std::memory_order_relaxed) == 0) return nullptr;
     platform::lock_guard guard(b->lock);
     b->touched = true;
     sheaf *full = pop(&b->full, b->nr_full);
-    if (full) push(&b->empty, b->nr_empty, empty);
+    if (full) {
+        push(&b->empty, b->nr_empty, slot);
+        slot = full;
+    }
     return full;
 }
 
-sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many) {
+sheaf *barn_replace_full(node_barn *b, owned_word<sheaf *> &slot, bool *too_many) {
     *too_many = false;
     platform::lock_guard guard(b->lock);
     b->touched = true;
@@ -172,7 +183,10 @@ sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many) {
         return nullptr;
     }
     sheaf *empty = pop(&b->empty, b->nr_empty);
-    if (empty) push(&b->full, b->nr_full, full);
+    if (empty) {
+        push(&b->full, b->nr_full, slot);
+        slot = empty;
+    }
     return empty;
 }
 
@@ -381,7 +395,11 @@ void anchor_empty(sheaves_cpu *pcs) {
 }
 
 void pcs_flush(sheaves_cache *s, sheaves_cpu *pcs, bool drop_main) {
-    if (sheaf *spare = pcs->spare) {
+    sheaf *spare = pcs->spare;
+    // A fork child may find a slot its dead thread left half-way through a swap, main and spare
+    // the same sheaf for a moment: it is flushed and freed once, as main.
+    if (spare == pcs->main) pcs->spare = spare = nullptr;
+    if (spare) {
         pcs->spare = nullptr;
         sheaf_flush(s, pcs, spare);
         free_empty_sheaf(s, pcs, spare);

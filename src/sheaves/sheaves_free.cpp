@@ -40,10 +40,9 @@ bool replace_full_main(sheaves_cache *s, sheaves_cpu *pcs) {
         // Its size read first: once in the barn, the sheaf is any slot's to take.
         const int64_t handed = pcs->main->size;
         empty = barn_replace_full(barn, pcs->main, &too_many);
-        if (empty) {
+        if (empty) { // now main
             count(s, pcs, BARN_PUT);
             moved(pcs, -handed);
-            pcs->main = empty;
             return true;
         }
         if (too_many) {
@@ -63,14 +62,13 @@ bool replace_full_main(sheaves_cache *s, sheaves_cpu *pcs) {
     if (empty) {
         if (!pcs->spare) {
             pcs->spare = pcs->main;
+            pcs->main = empty;
         } else {
             // Spare and main both full, and the barn had room: main goes there.
-            sheaf *full = pcs->main;
-            moved(pcs, -static_cast<int64_t>(full->size));
-            barn_put_full(barn, full);
+            moved(pcs, -static_cast<int64_t>(pcs->main->size));
+            barn_put_full(barn, pcs->main, empty);
             count(s, pcs, BARN_PUT);
         }
-        pcs->main = empty;
         return true;
     }
     if (put_fail) count(s, pcs, BARN_PUT_FAIL);

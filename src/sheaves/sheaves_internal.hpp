@@ -70,14 +70,20 @@ void pcs_flush(sheaves_cache *s, sheaves_cpu *pcs, bool drop_main);
 sheaf *barn_get_empty(node_barn *b);         // nullptr when it has none
 sheaf *barn_get_full(node_barn *b);          // nullptr when it has none
 sheaf *barn_get_full_or_empty(node_barn *b); // a full one first
-void barn_put_empty(node_barn *b, sheaf *sh);
+// Those that take a slot's sheaf take the slot's word that holds it (its main) and change the
+// word under the barn's lock too, so that a fork, which takes every barn's lock first, never
+// finds one sheaf both in a barn and in a slot (the child would free it twice).
+// The sheaf in `slot` to the barn's empty (full) list, and `next` into `slot`.
+void barn_put_empty(node_barn *b, owned_word<sheaf *> &slot, sheaf *next);
+void barn_put_full(node_barn *b, owned_word<sheaf *> &slot, sheaf *next);
+// A full sheaf that no slot holds (a returned prefilled one).
 void barn_put_full(node_barn *b, sheaf *sh);
-// A full sheaf for the empty one, which the barn keeps (its limit not checked: the number of
-// sheaves stays the same); nullptr when it has no full sheaf.
-sheaf *barn_replace_empty(node_barn *b, sheaf *empty);
-// An empty sheaf for the full one; nullptr when the barn has kMaxFullSheaves full sheaves
-// already (*too_many set) or no empty one.
-sheaf *barn_replace_full(node_barn *b, sheaf *full, bool *too_many);
+// A full sheaf into `slot` for its empty one, which the barn keeps (its limit not checked: the
+// number of sheaves stays the same); nullptr (nothing changed) when it has no full sheaf.
+sheaf *barn_replace_empty(node_barn *b, owned_word<sheaf *> &slot);
+// An empty sheaf into `slot` for its full one; nullptr (nothing changed) when the barn has
+// kMaxFullSheaves full sheaves already (*too_many set) or no empty one.
+sheaf *barn_replace_full(node_barn *b, owned_word<sheaf *> &slot, bool *too_many);
 // Every sheaf the barn holds: full ones flushed to slabs, all freed (barn_shrink).
 // `only_untouched`: only if no sheaf came or went since the last such call (the trimmer's).
 void barn_shrink(sheaves_cache *s, node_barn *b, bool only_untouched = false);
