@@ -357,6 +357,17 @@ void fork_boot(fork_op op) {
 }
 
 void fork_cache(sheaves_cache *s, fork_op op) {
+    if (op == fork_op::reset) {
+        // The child: a slot whose thread the fork caught half-way through moving main to spare
+        // (a swap, or main becoming the spare) holds one sheaf in both words; the child may go
+        // on using that slot, and a barn trade would then leave the spare pointing into the
+        // barn, for the sheaf to be freed twice. One word keeps it.
+        unsigned top = slots::high_water();
+        for (unsigned slot = 0; slot < top; ++slot) {
+            sheaves_cpu *pcs = s->cpu_sheaves[slot].load(std::memory_order_relaxed);
+            if (pcs && pcs->spare == pcs->main) pcs->spare = nullptr;
+        }
+    }
     if (op == fork_op::unlock) {
         slub::fork_cache(s, op);
         for (unsigned n = s->nr_nodes; n-- > 0;)
