@@ -4,6 +4,7 @@
 // call come before that, at the first call); an unknown name ends the process with a message.
 // Calls on a cache dispatch on the cache's own design, so caches of several designs can live in
 // one process (slabkit_cache_create_in).
+#include "api/cache_handle.hpp"
 #include "core/cache.hpp"
 #include "core/debug.hpp"
 #include "core/hardening.hpp"
@@ -22,28 +23,32 @@ using namespace slabkit;
 
 namespace {
 
-SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
-    return reinterpret_cast<cache *>(c);
-}
-SLABKIT_ALWAYS_INLINE const cache *to_cache(const slabkit_cache *c) {
-    return reinterpret_cast<const cache *>(c);
-}
-slabkit_cache *create_in(design d, const char *name, size_t size, size_t align, unsigned flags,
-                         void (*ctor)(void *)) {
+using api::to_cache;
+using api::zeroing;
+
+// A cache of design d, or nullptr with the reason reported (SLAB_PANIC: the process ends).
+slabkit_cache *create_in(design d, const cache_args &a) {
     const char *why = nullptr;
-    cache *c = designs::create(d, cache_args{name, size, align, flags, ctor}, &why);
+    cache *c = designs::create(d, a, &why);
     if (!c) {
-        report("kmem_cache_create(%s, size %zu, align %zu, flags %#x): %s", name ? name : "(null)",
-               size, align, flags, why ? why : "failed");
-        if (flags & kPanic) platform::fatal("slabkit: SLAB_PANIC cache could not be created\n");
+        char capacity[40] = "";
+        if (a.sheaf_capacity)
+            snprintf(capacity, sizeof capacity, ", sheaf_capacity %u", a.sheaf_capacity);
+        report("kmem_cache_create(%s, size %zu, align %zu, flags %#x%s): %s",
+               a.name ? a.name : "(null)", a.size, a.align, a.flags, capacity,
+               why ? why : "failed");
+        if (a.flags & kPanic) platform::fatal("slabkit: SLAB_PANIC cache could not be created\n");
         return nullptr;
     }
     return reinterpret_cast<slabkit_cache *>(c);
 }
 
-// Init on alloc (core/hardening.hpp) is a zeroing allocation.
-SLABKIT_ALWAYS_INLINE bool zeroing(const cache *c, unsigned gfp) {
-    return (gfp & SLABKIT_GFP_ZERO) || (init_bits(c) & hardening::kInitOnAlloc);
+// The design a name names; false, reported naming the cache, for a name no design has.
+bool named_design(const char *design_name_, const char *name, design *d) {
+    if (parse_design(design_name_, d)) return true;
+    report("kmem_cache_create(%s): unknown design '%s' (designs: %s)", name ? name : "(null)",
+           design_name_ ? design_name_ : "(null)", design_names());
+    return false;
 }
 
 // Init on free (core/hardening.hpp): the object checked as one of s's (a bad free is reported
@@ -75,18 +80,23 @@ extern "C" {
 
 slabkit_cache *slabkit_cache_create(const char *name, size_t size, size_t align, unsigned flags,
                                     void (*ctor)(void *)) {
-    return create_in(process_design(), name, size, align, flags, ctor);
+    return create_in(process_design(), cache_args{name, size, align, flags, ctor});
 }
 
 slabkit_cache *slabkit_cache_create_in(const char *design_name_, const char *name, size_t size,
                                        size_t align, unsigned flags, void (*ctor)(void *)) {
     design d;
-    if (!parse_design(design_name_, &d)) {
-        report("kmem_cache_create(%s): unknown design '%s' (designs: %s)", name ? name : "(null)",
-               design_name_ ? design_name_ : "(null)", design_names());
-        return nullptr;
-    }
-    return create_in(d, name, size, align, flags, ctor);
+    if (!named_design(design_name_, name, &d)) return nullptr;
+    return create_in(d, cache_args{name, size, align, flags, ctor});
+}
+
+slabkit_cache *slabkit_cache_create_args(const char *design_name_, const char *name, size_t size,
+                                         const struct slabkit_cache_args *args, unsigned flags) {
+    design d = process_design();
+    if (design_name_ && !named_design(design_name_, name, &d)) return nullptr;
+    cache_args a{name, size, args ? args->align : 0, flags, args ? args->ctor : nullptr};
+    a.sheaf_capacity = args ? args->sheaf_capacity : 0;
+    return create_in(d, a);
 }
 
 // The two hottest entry points start on a cache line: their designs' branches then sit where

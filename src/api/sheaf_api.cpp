@@ -1,10 +1,11 @@
 // sheaf_api.cpp - the prefilled sheaves of include/slabkit/slabkit.h (the kernel's
-// kmem_cache_prefill_sheaf family) and slabkit_cache_create_args.
+// kmem_cache_prefill_sheaf family).
 //
 // Under the sheaves design the design does the work (sheaves::prefill_sheaf and its family: the
 // slot's spare, the barn). Every other design's prefilled sheaf is what the kernel makes for a
 // cache without sheaves: a one-off ("oversize") sheaf of exactly the size asked for, filled with
 // the design's own allocations and freed back one by one when it is returned.
+#include "api/cache_handle.hpp"
 #include "core/report.hpp"
 #include "designs/designs.hpp"
 #include "slabkit/slabkit.h"
@@ -17,18 +18,14 @@ struct slab_sheaf {}; // the public name of sheaves::sheaf (never instantiated)
 
 namespace {
 
-SLABKIT_ALWAYS_INLINE cache *to_cache(slabkit_cache *c) {
-    return reinterpret_cast<cache *>(c);
-}
+using api::to_cache;
+using api::zeroing;
+
 SLABKIT_ALWAYS_INLINE sheaves::sheaf *to_sheaf(slabkit_sheaf *sh) {
     return reinterpret_cast<sheaves::sheaf *>(sh);
 }
 SLABKIT_ALWAYS_INLINE slabkit_sheaf *to_public(sheaves::sheaf *sh) {
     return reinterpret_cast<slabkit_sheaf *>(sh);
-}
-
-bool zeroing(const cache *c, unsigned gfp) {
-    return (gfp & SLABKIT_GFP_ZERO) || (init_bits(c) & hardening::kInitOnAlloc);
 }
 
 // A sheaf the caller hands back must be one of this cache's: anything else is reported, named,
@@ -91,28 +88,6 @@ void give_back(Ops ops, S *s, sheaves::sheaf *sh) {
 } // namespace
 
 extern "C" {
-
-slabkit_cache *slabkit_cache_create_args(const char *design_name_, const char *name, size_t size,
-                                         const struct slabkit_cache_args *args, unsigned flags) {
-    design d = process_design();
-    if (design_name_ && !parse_design(design_name_, &d)) {
-        report("kmem_cache_create(%s): unknown design '%s' (designs: %s)", name ? name : "(null)",
-               design_name_, design_names());
-        return nullptr;
-    }
-    cache_args a{name, size, args ? args->align : 0, flags, args ? args->ctor : nullptr};
-    a.sheaf_capacity = args ? args->sheaf_capacity : 0;
-    const char *why = nullptr;
-    cache *c = designs::create(d, a, &why);
-    if (!c) {
-        report("kmem_cache_create(%s, size %zu, align %zu, flags %#x, sheaf_capacity %u): %s",
-               name ? name : "(null)", size, a.align, flags, a.sheaf_capacity,
-               why ? why : "failed");
-        if (flags & kPanic) platform::fatal("slabkit: SLAB_PANIC cache could not be created\n");
-        return nullptr;
-    }
-    return reinterpret_cast<slabkit_cache *>(c);
-}
 
 slabkit_sheaf *slabkit_cache_prefill_sheaf(slabkit_cache *c, unsigned gfp, unsigned size) {
     (void)gfp;
