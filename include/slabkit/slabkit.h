@@ -382,6 +382,11 @@ SLABKIT_API unsigned slabkit_cache_validate(slabkit_cache *c, char *buf, size_t 
 SLABKIT_API unsigned slabkit_validate(char *buf, size_t size);
 /* Heap errors reported so far: bad frees and corruption found by the debug layer. */
 SLABKIT_API uint64_t slabkit_errors(void);
+/* Requests for memory refused so far: the page allocator's arena could not grow, or the OS
+ * would not map a large block (out of memory, or out of address space under RLIMIT_AS). Each
+ * allocation that returned NULL for lack of memory counts at least one; a slab that fell back to
+ * a smaller order counts the refusal of the larger. */
+SLABKIT_API uint64_t slabkit_refusals(void);
 /* For in-process tests: every report is passed to hook (from its first line, which names what
  * was found) instead of aborting, and slabkit goes on as with SLABKIT_CONTINUE_ON_ERROR=1 (the
  * bad free ignored, the corrupted bytes repaired). NULL: abort again. */

@@ -232,6 +232,7 @@ void api::add_pages_to_totals(heap_totals *out) {
     out->kept_blocks = large::retained_blocks();
     out->kept_bytes = large::retained_bytes();
     out->errors = ps.errors + slab_errors();
+    out->refusals = ps.refusals + large::refusals();
 }
 
 void api::print_stats(int fd) {
@@ -292,12 +293,13 @@ void api::print_stats(int fd) {
              mib(t.returned_pages * page), mib(t.reserved_bytes));
     print_to(fd,
              "slabkit: %llu blocks mapped from the OS directly (%.1f MiB), %llu more kept for "
-             "reuse (%.1f MiB)%s; %llu bad frees reported; %u hot malloc classes made (of %u)\n",
+             "reuse (%.1f MiB)%s; %llu bad frees reported; %llu requests for memory refused; %u "
+             "hot malloc classes made (of %u)\n",
              static_cast<unsigned long long>(t.large_blocks), mib(t.large_bytes),
              static_cast<unsigned long long>(t.kept_blocks), mib(t.kept_bytes),
              large::region_huge_pages() ? ", on huge pages where they fill them" : "",
-             static_cast<unsigned long long>(t.errors), kmalloc::nr_hot_classes(),
-             kmalloc::kNrHotClasses);
+             static_cast<unsigned long long>(t.errors), static_cast<unsigned long long>(t.refusals),
+             kmalloc::nr_hot_classes(), kmalloc::kNrHotClasses);
     slabkit_slot_stats sl;
     slabkit_get_slot_stats(&sl);
     print_to(fd,
@@ -438,6 +440,12 @@ size_t slabkit_get_node_stats(struct slabkit_node_stats *out, size_t max) {
         o.decommits = ns.decommits;
     }
     return st.nodes;
+}
+
+uint64_t slabkit_refusals(void) {
+    api::heap_totals t;
+    api::add_pages_to_totals(&t);
+    return t.refusals;
 }
 
 void slabkit_get_heap_stats(struct slabkit_heap_stats *out) {

@@ -38,6 +38,10 @@ struct heap_totals {
     uint64_t kept_blocks = 0; // freed blocks mapped from the OS, kept for reuse (resident)
     uint64_t kept_bytes = 0;
     uint64_t errors = 0; // bad frees reported
+    // Requests for memory refused (page allocator blocks and OS blocks): out of memory, or
+    // out of address space under a limit. Each failed malloc, kmalloc or cache allocation
+    // shows here as at least one.
+    uint64_t refusals = 0;
 };
 void gather_heap_totals(heap_totals *out);
 // Its two parts, for a caller that walks the caches itself (the JSON snapshot, malloc_info):

@@ -58,7 +58,7 @@ void write_heap(json_out &j, heap_totals h) {
     j.member("returned_pages", h.returned_pages).member("reserved_bytes", h.reserved_bytes);
     j.member("large_blocks", h.large_blocks).member("large_bytes", h.large_bytes);
     j.member("kept_blocks", h.kept_blocks).member("kept_bytes", h.kept_bytes);
-    j.member("errors", h.errors);
+    j.member("errors", h.errors).member("refusals", h.refusals);
     j.end_object();
 }
 

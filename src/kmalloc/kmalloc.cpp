@@ -160,7 +160,10 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
             args.queue_growth_budget = malloc_queue_growth_budget();
         }
         if (!ops.open_static(&set.caches[i], &set.slots[i], args, &why)) {
-            report("cannot open %s: %s", name, why ? why : "?");
+            // Out of memory is the caller's NULL (and the refusal is counted), not a report: a
+            // program under an address-space limit meets it as it meets any full heap.
+            if (!why || strncmp(why, "out of memory", 13) != 0)
+                report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;
         }
         // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.

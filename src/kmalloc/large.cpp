@@ -148,12 +148,16 @@ void clean_to(uint64_t limit) {
 }
 
 // Under g_lock: reserves the region at the first call; a smaller one where the address space
-// is limited (RLIMIT_AS), down to 1 GiB.
+// is limited (RLIMIT_AS), down to 1 GiB, and at most a quarter of the limit (with the alignment
+// reserved beside it while it is placed): the rest is the page allocator's and the program's.
+// Under a limit below 4 GiB there is no region, and each block is a mapping of its own.
 bool have_region() {
     if (g_base) return true;
     if (g_region_tried) return false;
     g_region_tried = true;
+    const uint64_t limit = platform::address_space_limit();
     for (size_t size = kRegionSize; size >= kRegionAlign; size /= 4) {
+        if (limit && size + kRegionAlign > limit / 4) continue;
         platform::os_status st;
         if (void *r = platform::reserve(size, kRegionAlign, &st)) {
             g_base = g_top = reinterpret_cast<uintptr_t>(r);
@@ -335,7 +339,23 @@ const char *why_not_a_block(const void *p) {
     return nullptr;
 }
 
+namespace {
+std::atomic<uint64_t> g_refusals{0};
+void *alloc_uncounted(size_t size, size_t align, bool zero);
+} // namespace
+
 void *alloc(size_t size, size_t align, bool zero) {
+    void *p = alloc_uncounted(size, align, zero);
+    if (SLABKIT_UNLIKELY(!p)) g_refusals.fetch_add(1, std::memory_order_relaxed);
+    return p;
+}
+
+uint64_t refusals() {
+    return g_refusals.load(std::memory_order_relaxed);
+}
+
+namespace {
+void *alloc_uncounted(size_t size, size_t align, bool zero) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
     if (align == 0) align = (size & (size - 1)) == 0 ? whole : kPageSize;
@@ -403,6 +423,7 @@ void *alloc(size_t size, size_t align, bool zero) {
     g_blocks.fetch_add(1, std::memory_order_relaxed);
     return p;
 }
+} // namespace
 
 void *resize(void *p, size_t size) {
     size_t whole = whole_pages(size);

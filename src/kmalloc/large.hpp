@@ -61,6 +61,8 @@ size_t size_of(const void *p);
 // Bytes mapped for large blocks in use now, and how many blocks (kept ones not included).
 uint64_t mapped_bytes();
 uint64_t mapped_blocks();
+// Blocks alloc could not map (the OS refused the memory: an address-space limit, overcommit).
+uint64_t refusals();
 // Bytes and ranges kept for reuse now (resident, or may be: freed and not given back).
 uint64_t retained_bytes();
 uint64_t retained_blocks();

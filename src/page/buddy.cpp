@@ -13,9 +13,18 @@ std::atomic<uint8_t> g_chunk_map[kMaxChunks];
 
 namespace {
 
-void chunk_map_set(chunk *c, bool present) {
+// kChunkWhole, kChunkPartial, or 0 (gone).
+void chunk_map_set(chunk *c, uint8_t kind) {
     uintptr_t index = reinterpret_cast<uintptr_t>(c) >> kChunkShift;
-    detail::g_chunk_map[index].store(present ? 1 : 0, std::memory_order_release);
+    detail::g_chunk_map[index].store(kind, std::memory_order_release);
+}
+
+// Pages of memory for use added to a node (zone lock held): free, fresh max-order blocks that
+// carve_fresh hands out in order.
+void add_fresh(page_allocator::zone &z, size_t pages) {
+    z.usable_pages += pages;
+    z.free_pages += pages;
+    z.fresh_blocks += pages >> kMaxOrder;
 }
 
 // Puts a free block on the right list of its order and marks its head.
@@ -44,7 +53,8 @@ void unlink_free(page_allocator::zone &z, page *pg, unsigned order) {
 page *page_allocator::carve_fresh(zone &z) {
     if (z.fresh_blocks == 0) return nullptr;
     for (chunk *c = z.chunks; c; c = c->next) {
-        if (c->fresh_pfn >= kPagesPerChunk) continue;
+        const size_t end = c->end_pfn.load(std::memory_order_relaxed);
+        if (c->fresh_pfn >= end) continue;
         // A node past huge_after_pages asks for huge pages on the never-used rest of the chunk,
         // once: no page there is resident yet, so nothing that is in use grows, and the blocks
         // carved from it later are backed 2 MiB at a time when first touched.
@@ -52,7 +62,7 @@ page *page_allocator::carve_fresh(zone &z) {
             z.out >= cfg_.huge_after_pages) {
             c->huge_pfn = c->fresh_pfn;
             platform::huge_pages(reinterpret_cast<char *>(c) + (c->fresh_pfn << kPageShift),
-                                 (kPagesPerChunk - c->fresh_pfn) << kPageShift);
+                                 (end - c->fresh_pfn) << kPageShift);
         }
         page *pg = pfn_to_page(c, c->fresh_pfn);
         c->fresh_pfn += size_t{1} << kMaxOrder;
@@ -151,8 +161,48 @@ void page_allocator::merge_and_link(zone &z, page *pg, unsigned order, uint64_t 
     link_free(z, merged, order, known_dirty ? 1 : dirty_count(c, pfn, order), now);
 }
 
+// Grows a partial chunk of `node` in place (arena lock held): maps the address space right
+// after it, as much as it has for use (so a heap that keeps growing takes few steps), less where
+// the limit or a neighbouring mapping leaves less, at least one max-order block. False when no
+// chunk of the node can grow.
+bool page_allocator::extend_chunk(zone &z, unsigned node, uint64_t reserved) {
+    constexpr size_t kBlock = size_t{1} << kMaxOrder;
+    for (chunk *c = z.chunks; c; c = c->next) {
+        const size_t end = c->end_pfn.load(std::memory_order_relaxed);
+        if (end >= kPagesPerChunk || c->grow_blocked) continue;
+        size_t want = end - kMetaPages;
+        if (want < (cfg_.grow_bytes >> kPageShift)) want = cfg_.grow_bytes >> kPageShift;
+        if (want > kPagesPerChunk - end) want = kPagesPerChunk - end;
+        for (size_t step = want; step >= kBlock; step = (step / 2) & ~(kBlock - 1)) {
+            const size_t bytes = step << kPageShift;
+            if (cfg_.max_bytes && reserved + bytes > cfg_.max_bytes) continue;
+            char *at = reinterpret_cast<char *>(c) + (end << kPageShift);
+            platform::os_status st = platform::map_at(at, bytes);
+            if (!st.ok()) {
+                // Something else lives right after the chunk: it can never grow.
+                if (step == kBlock && st.err == EEXIST) c->grow_blocked = true;
+                continue;
+            }
+            platform::bind_to_node(at, bytes, node);
+            if (c->huge_pfn < kPagesPerChunk)
+                platform::huge_pages(at, bytes); // the rest of the chunk asked for them already
+            else
+                platform::no_huge_pages(at, bytes);
+            reserved_bytes_.store(reserved + bytes, std::memory_order_relaxed);
+            // The map and end_pfn before the pages reach the free lists (see grow).
+            c->end_pfn.store(end + step, std::memory_order_release);
+            if (end + step == kPagesPerChunk) chunk_map_set(c, kChunkWhole);
+            platform::lock_guard zone_guard(z.lock);
+            add_fresh(z, step);
+            return true;
+        }
+    }
+    return false;
+}
+
 // Reserves a new chunk for `node` and adds its usable pages to the zone as max-order blocks
-// (unless, by the time the arena lock is ours, the zone has a block of `order` again).
+// (unless, by the time the arena lock is ours, the zone has a block of `order` again). With
+// cfg_.grow_bytes, a partial chunk of the node grows first, and a new one is partial too.
 bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
     platform::lock_guard guard(arena_lock_);
     zone &z = zones_[node];
@@ -173,7 +223,12 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         z.purge_lock.unlock();
     }
     uint64_t reserved = reserved_bytes_.load(std::memory_order_relaxed);
-    if (cfg_.max_bytes && reserved + kChunkSize > cfg_.max_bytes) {
+    if (cfg_.grow_bytes && extend_chunk(z, node, reserved)) return true;
+    // A whole chunk, or its metadata and grow_bytes of pages.
+    const size_t pages =
+        cfg_.grow_bytes ? kMetaPages + (cfg_.grow_bytes >> kPageShift) : kPagesPerChunk;
+    const size_t bytes = pages << kPageShift;
+    if (cfg_.max_bytes && reserved + bytes > cfg_.max_bytes) {
         if (why) {
             why->code = alloc_failure::limit;
             why->limit_bytes = cfg_.max_bytes;
@@ -181,19 +236,25 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         return false;
     }
     platform::os_status status;
-    void *base = platform::reserve(kChunkSize, kChunkSize, &status);
+    void *base;
+    if (pages < kPagesPerChunk) {
+        // No over-reservation for the alignment: under an address-space limit it may not fit.
+        base = platform::map_aligned_exact(bytes, kChunkSize, &status);
+    } else {
+        base = platform::reserve(kChunkSize, kChunkSize, &status);
+        if (base) {
+            status = platform::commit(base, kChunkSize);
+            if (!status.ok()) {
+                platform::release(base, kChunkSize);
+                base = nullptr;
+            }
+        }
+    }
     if (base && reinterpret_cast<uintptr_t>(base) >> kChunkShift >= kMaxChunks) {
         // Above the 47-bit space our chunk map covers (5-level paging); give it back.
-        platform::release(base, kChunkSize);
+        platform::release(base, bytes);
         base = nullptr;
         status = {"reserve (address above 47 bits)", ENOMEM};
-    }
-    if (base) {
-        status = platform::commit(base, kChunkSize);
-        if (!status.ok()) {
-            platform::release(base, kChunkSize);
-            base = nullptr;
-        }
     }
     if (!base) {
         if (why) {
@@ -202,31 +263,31 @@ bool page_allocator::grow(unsigned node, unsigned order, alloc_failure *why) {
         }
         return false;
     }
-    platform::bind_to_node(base, kChunkSize, node); // best effort: placement only
+    platform::bind_to_node(base, bytes, node); // best effort: placement only
     // Pages are handed out and given back 4 KiB at a time: huge pages would make one touched
     // page cost 2 MiB of RSS. Best effort (kernels without THP refuse it harmlessly).
-    platform::no_huge_pages(base, kChunkSize);
+    platform::no_huge_pages(base, bytes);
 
     chunk *c = static_cast<chunk *>(base);
     c->magic = chunk::kMagic;
     c->owner = this;
     c->node = node;
-    reserved_bytes_.store(reserved + kChunkSize, std::memory_order_relaxed);
+    c->end_pfn.store(pages, std::memory_order_relaxed);
+    c->grow_blocked = false;
+    reserved_bytes_.store(reserved + bytes, std::memory_order_relaxed);
     // Into the chunk map before its pages reach the free lists: once they are there another
     // thread can take one and hand it to a third, whose free() must find it in the arena.
-    chunk_map_set(c, true);
+    chunk_map_set(c, pages == kPagesPerChunk ? kChunkWhole : kChunkPartial);
     {
         platform::lock_guard zone_guard(z.lock);
         c->next = z.chunks;
         z.chunks = c;
         ++z.nr_chunks;
-        z.usable_pages += kUsablePages;
-        z.free_pages += kUsablePages;
         // Fresh pages were never touched: carved into clean max-order blocks when the free
         // lists run out (carve_fresh).
         c->fresh_pfn = kMetaPages;
         c->huge_pfn = kPagesPerChunk;
-        z.fresh_blocks += kUsablePages >> kMaxOrder;
+        add_fresh(z, pages - kMetaPages);
     }
     return true;
 }
@@ -236,8 +297,9 @@ void page_allocator::destroy(page_allocator *pa) {
     for (unsigned n = 0; n < pa->nodes_; ++n) {
         for (chunk *c = pa->zones_[n].chunks; c;) {
             chunk *next = c->next;
-            chunk_map_set(c, false);
-            platform::release(c, kChunkSize);
+            const size_t bytes = c->end_pfn.load(std::memory_order_relaxed) << kPageShift;
+            chunk_map_set(c, 0);
+            platform::release(c, bytes);
             c = next;
         }
         pa->zones_[n].chunks = nullptr;

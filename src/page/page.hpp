@@ -18,6 +18,14 @@
 // address in slabkit's arena" with one load - on every free, and for the malloc override's
 // pointers it did not hand out.
 //
+// Under an address-space limit (RLIMIT_AS, or page_allocator_config::grow_bytes) a chunk is
+// partial: it maps its whole metadata (16 MiB, so that every descriptor of the chunk can be read,
+// as the fast paths and the public header's inline free do after the map's one load) and only
+// the first pages for use, [kMetaPages, end_pfn), growing in place when it can. What lies past
+// end_pfn in the 1 GiB is not ours: other mappings may sit there. Its map byte says so
+// (kChunkPartial), and in_arena then compares the page with end_pfn. The descriptors there stay
+// zero (no slab, no block), so a fast path that reads one turns to the full check.
+//
 // Page states (page::state, an atomic word so that a racy reader - a bad free, a stats walk -
 // sees a whole value):
 //   PG_head|order   the first page of an allocated block of 2^order pages
@@ -100,7 +108,15 @@ struct chunk {
     // First page of the part asked for transparent huge pages (kPagesPerChunk: none); see
     // page_allocator_config::huge_after_pages. Zone lock.
     size_t huge_pfn;
+    // Pages [0, end_pfn) are mapped: kPagesPerChunk for a whole chunk, less for a partial one,
+    // which grows by raising it (arena lock; read by in_arena without a lock, only ever up).
+    std::atomic<size_t> end_pfn;
+    bool grow_blocked; // partial: the address space after it is taken (arena lock)
 };
+
+// The chunk map's values.
+inline constexpr uint8_t kChunkWhole = 1;   // all kChunkSize bytes are the chunk's
+inline constexpr uint8_t kChunkPartial = 2; // the chunk ends at its end_pfn
 
 // Metadata pages at the start of each chunk: the descriptor array covers the whole chunk.
 inline constexpr size_t kMetaPages = kPagesPerChunk * sizeof(page) / kPageSize;
@@ -116,13 +132,6 @@ namespace detail {
 extern SLABKIT_HIDDEN std::atomic<uint8_t> g_chunk_map[kMaxChunks];
 }
 
-// True when addr lies in a chunk of some slabkit page allocator (metadata included).
-inline bool in_arena(const void *addr) {
-    uintptr_t index = reinterpret_cast<uintptr_t>(addr) >> kChunkShift;
-    if (index >= kMaxChunks) return false;
-    return detail::g_chunk_map[index].load(std::memory_order_acquire) != 0;
-}
-
 inline chunk *chunk_of(const void *addr) {
     return reinterpret_cast<chunk *>(reinterpret_cast<uintptr_t>(addr) & ~(kChunkSize - 1));
 }
@@ -130,6 +139,16 @@ inline chunk *chunk_of(const void *addr) {
 // Index of addr's page within its chunk.
 inline size_t chunk_pfn(const void *addr) {
     return (reinterpret_cast<uintptr_t>(addr) & (kChunkSize - 1)) >> kPageShift;
+}
+
+// True when addr lies in a chunk of some slabkit page allocator (metadata included).
+inline bool in_arena(const void *addr) {
+    uintptr_t index = reinterpret_cast<uintptr_t>(addr) >> kChunkShift;
+    if (index >= kMaxChunks) return false;
+    uint8_t kind = detail::g_chunk_map[index].load(std::memory_order_acquire);
+    if (SLABKIT_LIKELY(kind == kChunkWhole)) return true;
+    return kind == kChunkPartial &&
+           chunk_pfn(addr) < chunk_of(addr)->end_pfn.load(std::memory_order_acquire);
 }
 
 // The descriptor of the page holding addr; nullptr when addr is not in the arena or is in a

@@ -20,15 +20,33 @@ namespace slabkit {
 // and early enough that a heap of a few hundred MiB takes most of its pages 2 MiB at a time.
 constexpr uint64_t kHugeAfterMiB = 32;
 
+// Under an address-space limit a chunk starts with 4 MiB for use (one max-order block) and grows
+// in place: a small program's heap then costs its metadata's 16 MiB of address space and not
+// much more than it uses.
+constexpr uint64_t kLimitedGrowMiB = 4;
+
 page_allocator_config page_allocator_config::from_env() {
     page_allocator_config cfg;
+    const uint64_t grow_mib = platform::address_space_limit() ? kLimitedGrowMiB : 0;
+    cfg.grow_bytes = platform::env_uint("SLABKIT_ARENA_GROW_MB", grow_mib, 0, kUsablePages >> 8)
+                     << 20;
+    if (cfg.grow_bytes % (kPageSize << kMaxOrder) != 0) {
+        const uint64_t up =
+            (cfg.grow_bytes + (kPageSize << kMaxOrder) - 1) & ~((kPageSize << kMaxOrder) - 1);
+        platform::print_error("slabkit: SLABKIT_ARENA_GROW_MB=%llu is not a multiple of 4; "
+                              "using %llu\n",
+                              static_cast<unsigned long long>(cfg.grow_bytes >> 20),
+                              static_cast<unsigned long long>(up >> 20));
+        cfg.grow_bytes = up;
+    }
     cfg.max_bytes = platform::env_uint("SLABKIT_ARENA_MAX_MB", 0, 0, uint64_t{1} << 27) << 20;
-    if (cfg.max_bytes && cfg.max_bytes < kChunkSize) {
-        platform::print_error("slabkit: SLABKIT_ARENA_MAX_MB=%llu is below one arena chunk (%zu "
-                              "MiB); using %zu\n",
+    if (cfg.max_bytes && cfg.max_bytes < cfg.smallest_chunk()) {
+        platform::print_error("slabkit: SLABKIT_ARENA_MAX_MB=%llu is below one arena chunk (%llu "
+                              "MiB); using %llu\n",
                               static_cast<unsigned long long>(cfg.max_bytes >> 20),
-                              kChunkSize >> 20, kChunkSize >> 20);
-        cfg.max_bytes = kChunkSize;
+                              static_cast<unsigned long long>(cfg.smallest_chunk() >> 20),
+                              static_cast<unsigned long long>(cfg.smallest_chunk() >> 20));
+        cfg.max_bytes = cfg.smallest_chunk();
     }
     cfg.pcp_batch =
         static_cast<unsigned>(platform::env_uint("SLABKIT_PCP_BATCH", cfg.pcp_batch, 1, 4096));
@@ -62,8 +80,12 @@ page_allocator_config page_allocator_config::from_env() {
 }
 
 const char *page_allocator_config::invalid() const {
-    if (max_bytes != 0 && max_bytes < kChunkSize)
-        return "max_bytes must be 0 (no limit) or at least one chunk (1 GiB)";
+    if (grow_bytes % (kPageSize << kMaxOrder) != 0 || grow_bytes > kUsablePages * kPageSize)
+        return "grow_bytes must be a multiple of 4 MiB, at most a chunk's pages (1008 MiB)";
+    if (max_bytes != 0 && max_bytes < smallest_chunk())
+        return grow_bytes ? "max_bytes must be 0 (no limit) or at least one partial chunk "
+                            "(16 MiB of metadata and grow_bytes)"
+                          : "max_bytes must be 0 (no limit) or at least one chunk (1 GiB)";
     if (pcp_batch == 0 || pcp_batch > 4096) return "pcp_batch must be in 1..4096";
     if (pcp_high != 0 && pcp_high < pcp_batch)
         return "pcp_high must be 0 (no per-slot lists) or at least pcp_batch";
@@ -333,6 +355,7 @@ void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
             return addr;
         }
         if (!grown) {
+            refusals_.fetch_add(1, std::memory_order_relaxed);
             if (why) *why = grow_why;
             return nullptr;
         }

@@ -76,12 +76,24 @@ struct page_allocator_config {
     // and one TLB entry per 2 MiB instead of 512. Below it pages stay 4 KiB: a small program's
     // every touched page would otherwise cost 2 MiB. 0: never.
     uint64_t huge_after_pages = 0;
+    // 0: each chunk reserves its whole 1 GiB of address space at once (cheap without a limit).
+    // Else chunks are partial: a new one maps its metadata and grow_bytes of pages, and grows in
+    // place (doubling, while the address space after it is free) before another is made, so
+    // that a process under an address-space limit (RLIMIT_AS) reserves little more than it
+    // uses. A multiple of 4 MiB (a max-order block).
+    uint64_t grow_bytes = 0;
 
     // Defaults, overridden by SLABKIT_ARENA_MAX_MB, SLABKIT_PCP_BATCH, SLABKIT_PCP_HIGH,
     // SLABKIT_PCP_HIGH_MAX (default for the process's allocator: 4 x pcp_high),
     // SLABKIT_RETAIN_KB, SLABKIT_DECAY_MS, SLABKIT_HUGE_PAGES_AFTER_MB (default for the process's
-    // allocator: 32; 0: never) and SLABKIT_CONTINUE_ON_ERROR (0/1).
+    // allocator: 32; 0: never), SLABKIT_ARENA_GROW_MB (default: 4 under an address-space
+    // limit, else 0) and SLABKIT_CONTINUE_ON_ERROR (0/1).
     static page_allocator_config from_env();
+    // The address space the first chunk takes: kChunkSize, or with grow_bytes its metadata and
+    // grow_bytes.
+    uint64_t smallest_chunk() const {
+        return grow_bytes ? kMetaPages * kPageSize + grow_bytes : kChunkSize;
+    }
     // A readable reason why a configuration is invalid, or nullptr when it is fine.
     const char *invalid() const;
 };
@@ -106,6 +118,9 @@ struct page_stats {
     uint64_t reserved_bytes = 0; // address space of all chunks (metadata included)
     uint64_t chunks = 0;
     uint64_t errors = 0; // bad frees reported
+    // Allocations refused because the arena could not grow (the limit, the OS): one per block
+    // asked for, so a slab that then falls back to a smaller order counts its first refusal.
+    uint64_t refusals = 0;
     uint64_t pcp_allocs = 0, pcp_frees = 0, pcp_refills = 0, pcp_flushes = 0;
 };
 
@@ -242,6 +257,7 @@ class page_allocator {
     void zone_put(zone &z, page *pg, unsigned order, uint64_t now);
     void zone_free(page *pg, unsigned order);
     bool grow(unsigned node, unsigned order, alloc_failure *why);
+    bool extend_chunk(zone &z, unsigned node, uint64_t reserved);
     void *pcp_alloc(unsigned slot, unsigned order, int node, unsigned flags, alloc_failure *why);
     void pcp_free(unsigned slot, page *pg, unsigned order);
     unsigned pcp_refill(pcp_list &pcp, unsigned order, unsigned node);
@@ -268,6 +284,7 @@ class page_allocator {
     std::atomic<uint64_t> errors_{0};
     std::atomic<uint64_t> over_retain_{0};
     std::atomic<uint64_t> reserved_bytes_{0};
+    std::atomic<uint64_t> refusals_{0}; // allocations refused: the arena could not grow
     std::atomic<uint64_t> next_idle_drain_ms_{0};
     platform::mutex arena_lock_;
     zone zones_[platform::kMaxNodes];

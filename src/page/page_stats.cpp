@@ -63,6 +63,7 @@ void page_allocator::snapshot(page_stats *out) const {
     out->resident = out->in_use + out->in_pcp + out->free_resident;
     out->reserved_bytes = reserved_bytes_.load(std::memory_order_relaxed);
     out->errors = errors();
+    out->refusals = refusals_.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -167,11 +168,15 @@ unsigned page_allocator::validate(char *report, size_t size) const {
         // Fresh blocks: the uncarved tails of the chunks, free and on no list.
         uint64_t fresh = 0;
         for (const chunk *ch = z.chunks; ch; ch = ch->next) {
-            if (ch->fresh_pfn < kMetaPages || ch->fresh_pfn > kPagesPerChunk ||
-                (ch->fresh_pfn - kMetaPages) % (size_t{1} << kMaxOrder) != 0)
+            const size_t end = ch->end_pfn.load(std::memory_order_relaxed);
+            if (end <= kMetaPages || end > kPagesPerChunk ||
+                (end - kMetaPages) % (size_t{1} << kMaxOrder) != 0)
+                problem("chunk's end is misplaced", ch, kMaxOrder);
+            else if (ch->fresh_pfn < kMetaPages || ch->fresh_pfn > end ||
+                     (ch->fresh_pfn - kMetaPages) % (size_t{1} << kMaxOrder) != 0)
                 problem("chunk's fresh boundary is misplaced", ch, kMaxOrder);
             else
-                fresh += (kPagesPerChunk - ch->fresh_pfn) >> kMaxOrder;
+                fresh += (end - ch->fresh_pfn) >> kMaxOrder;
         }
         if (fresh != z.fresh_blocks) problem("fresh block count is wrong", nullptr, kMaxOrder);
         pages += z.fresh_blocks << kMaxOrder;

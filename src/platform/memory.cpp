@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -54,6 +55,63 @@ void *reserve(size_t size, size_t align, os_status *status) {
     if (end > aligned + size)
         munmap(reinterpret_cast<void *>(aligned + size), end - aligned - size);
     return reinterpret_cast<void *>(aligned);
+}
+
+os_status map_at(void *addr, size_t size) {
+#ifndef MAP_FIXED_NOREPLACE
+    constexpr int MAP_FIXED_NOREPLACE = 0x100000; // Linux 4.17; older kernels take it as a hint
+#endif
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) return {"mmap", errno};
+    if (p != addr) { // a kernel that took the flag as a hint placed it elsewhere
+        munmap(p, size);
+        return {"mmap", EEXIST};
+    }
+    return {};
+}
+
+void *map_aligned_exact(size_t size, size_t align, os_status *status) {
+    *status = {};
+    if (size == 0 || (align & (align - 1)) != 0 || size % page_size() != 0) {
+        *status = {"map", EINVAL};
+        return nullptr;
+    }
+    // Where would the kernel put it? The mmap area grows down from there, so the aligned
+    // addresses at and below that point are the likeliest to be free.
+    void *probe =
+        mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (probe == MAP_FAILED) {
+        *status = {"mmap", errno};
+        return nullptr;
+    }
+    munmap(probe, size);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(probe) & ~(uintptr_t{align} - 1);
+    constexpr unsigned kTries = 64;
+    for (unsigned i = 0; i < 2 * kTries; ++i) {
+        // at, at - align, ..., then at + align, at + 2 align, ...
+        const uintptr_t step = uintptr_t{align} * (i < kTries ? i : i - kTries + 1);
+        const uintptr_t cand = i < kTries ? at - step : at + step;
+        if (i < kTries && (step > at || cand == 0)) {
+            i = kTries - 1; // nothing lower: go up
+            continue;
+        }
+        if (cand + size < cand) break;
+        os_status st = map_at(reinterpret_cast<void *>(cand), size);
+        if (st.ok()) return reinterpret_cast<void *>(cand);
+        if (st.err != EEXIST) { // out of address space, or refused: no use trying further
+            *status = st;
+            return nullptr;
+        }
+    }
+    *status = {"mmap (no free aligned address)", ENOMEM};
+    return nullptr;
+}
+
+uint64_t address_space_limit() {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    return rl.rlim_cur;
 }
 
 os_status commit(void *addr, size_t size) {

@@ -76,6 +76,17 @@ os_status move_pages(void *addr, size_t size, void *target);
 // whatever was mapped there before (a range a move left unmapped, inside the caller's own
 // reservation).
 os_status map_fresh(void *addr, size_t size);
+// Maps `size` bytes, readable and writable, at an `align`-aligned address without reserving the
+// alignment's worth of address space beside them (reserve does, which a process under an
+// address-space limit may not afford): it asks where the kernel would put `size` bytes and tries
+// the aligned addresses at and below that, then above it, each only where nothing is mapped.
+// nullptr with *status set when none is free or the OS refuses.
+void *map_aligned_exact(size_t size, size_t align, os_status *status);
+// Maps fresh, readable and writable address space over [addr, addr+size) only if nothing is
+// mapped there (MAP_FIXED_NOREPLACE); {"mmap", EEXIST} when something is.
+os_status map_at(void *addr, size_t size);
+// The process's address-space limit (RLIMIT_AS, soft) in bytes; 0 when there is none.
+uint64_t address_space_limit();
 // Number of pages of [addr, addr+size) that are resident in RAM now (mincore); for tests and
 // statistics. Returns 0 and sets *status on failure.
 size_t resident_pages(const void *addr, size_t size, os_status *status);

@@ -148,6 +148,7 @@ TEST_P(StatsData, HeapNodesAndSlotsInJsonMatchTheirStructures) {
     EXPECT_EQ(jh.at("kept_blocks"), h.kept_blocks);
     EXPECT_EQ(jh.at("kept_bytes"), h.kept_bytes);
     EXPECT_EQ(jh.at("errors"), h.errors);
+    EXPECT_EQ(jh.at("refusals"), slabkit_refusals());
     EXPECT_GE(h.objects_in_use, 400u);
     const json &jn = j.at("pages").at("nodes");
     ASSERT_EQ(jn.size(), nodes.size());

@@ -72,7 +72,7 @@ inline constexpr std::string_view kSampleJson = R"json({
     "free_objects": 192, "free_object_bytes": 135616, "block_pages": 7, "free_pages": 500,
     "free_resident_pages": 100, "returned_pages": 3, "reserved_bytes": 1073741824,
     "large_blocks": 2, "large_bytes": 16777216, "kept_blocks": 1, "kept_bytes": 8388608,
-    "errors": 1
+    "errors": 1, "refusals": 4
   },
   "pages": {
     "in_use": 399, "in_pcp": 30, "free_pages": 500, "free_resident": 100, "returned": 3,

@@ -113,6 +113,7 @@ TEST(Snapshot, ReadsEveryField) {
     EXPECT_EQ(h.kept_blocks, 1u);
     EXPECT_EQ(h.kept_bytes, 8388608u);
     EXPECT_EQ(h.errors, 1u);
+    EXPECT_EQ(h.refusals, 4u);
 
     const auto &p = s.pages;
     EXPECT_EQ(p.in_use, 399u);
@@ -189,6 +190,7 @@ TEST(Snapshot, ChangedFiguresDoNotCompareEqual) {
         [](snapshot &x) { x.pages.nodes[1].free_blocks[4]++; },
         [](snapshot &x) { x.slots.why += "!"; },
         [](snapshot &x) { x.heap.kept_bytes++; },
+        [](snapshot &x) { x.heap.refusals++; },
         [](snapshot &x) { x.live->publish_count++; },
         [](snapshot &x) { x.saved_from = std::string("f"); },
     };
@@ -237,8 +239,8 @@ TEST(Snapshot, EveryMissingFieldIsNamed) {
         }
     };
     walk({}, "", sample);
-    // 10 top-level, 5 caches x (18 + 4 of activity), heap 16, pages 10 + 2 nodes x 10, slots 10.
-    EXPECT_EQ(checked, 10u + 5 * (18 + 4) + 16 + 10 + 2 * 10 + 10);
+    // 10 top-level, 5 caches x (18 + 4 of activity), heap 17, pages 10 + 2 nodes x 10, slots 10.
+    EXPECT_EQ(checked, 10u + 5 * (18 + 4) + 17 + 10 + 2 * 10 + 10);
     // live is optional, its fields are not.
     EXPECT_EQ(parse_error(with([](json &j) { j["live"].erase("period_ms"); })),
               "snap.json: field live.period_ms is missing");

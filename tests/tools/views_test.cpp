@@ -220,6 +220,7 @@ TEST(Views, Totals) {
     EXPECT_EQ(row(text, "caches"), (strings{"caches", "5", "slab_pages", "392"}));
     EXPECT_EQ(row(text, "large_bytes"), (strings{"large_bytes", "16.7M", "kept_blocks", "1"}));
     EXPECT_EQ(row(text, "kept_bytes"), (strings{"kept_bytes", "8.3M", "errors", "1"}));
+    EXPECT_EQ(row(text, "refusals"), (strings{"refusals", "4"}));
     EXPECT_EQ(row(text, "in_use"), (strings{"in_use", "399", "in_pcp", "30"}));
     EXPECT_EQ(row(text, "returned"), (strings{"returned", "3", "resident", "529"}));
     EXPECT_EQ(row(text, "busy"), (strings{"busy", "5", "shared_holds", "6"}));

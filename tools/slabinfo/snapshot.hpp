@@ -118,6 +118,7 @@ struct heap_totals {
     uint64_t kept_blocks = 0;
     uint64_t kept_bytes = 0;
     uint64_t errors = 0;
+    uint64_t refusals = 0; // requests for memory refused (out of memory or address space)
 
     template <class Self, class V>
     static void fields(Self &s, V &&v) {
@@ -137,6 +138,7 @@ struct heap_totals {
         v("kept_blocks", s.kept_blocks);
         v("kept_bytes", s.kept_bytes);
         v("errors", s.errors);
+        v("refusals", s.refusals);
     }
     bool operator==(const heap_totals &) const = default;
 };
