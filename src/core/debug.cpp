@@ -599,6 +599,21 @@ bool is_object(const cache *c, const page *pg, const void *obj) {
     return is_object_start(c, pg, slot_of(c, obj));
 }
 
+bool is_live(const cache *c, const page *pg, const void *obj) {
+    return is_object(c, pg, obj) &&
+           state_of(c, static_cast<char *>(slot_of(c, obj))) == kStateAllocated;
+}
+
+bool report_if_freed(const void *obj, const char *op) {
+    page *pg = slab_page_of(obj);
+    cache *c = pg ? slab_cache(pg) : nullptr;
+    if (!c || !c->debug || !is_object(c, pg, obj)) return false;
+    char *slot = static_cast<char *>(slot_of(c, obj));
+    if (state_of(c, slot) != kStateFree) return false;
+    report_object(c, slot, "use after free (the object was freed)", nullptr, 0, 0, 0, op);
+    return true;
+}
+
 void free(cache *c, void *obj, const char *op) {
     if (!obj) return;
     char what[256];
@@ -729,6 +744,12 @@ void block_released(const cache *c, char *obj, size_t size, const track *tracks)
 void block_double_free(const cache *c, char *obj, size_t size, const char *op,
                        const track *tracks) {
     report_block(c, obj, size, "double free", nullptr, 0, 0, 0, op, tracks);
+}
+
+void block_use_after_free(const cache *c, char *obj, size_t size, const char *op,
+                          const track *tracks) {
+    report_block(c, obj, size, "use after free (the block was freed)", nullptr, 0, 0, 0, op,
+                 tracks);
 }
 
 void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks) {

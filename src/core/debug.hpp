@@ -94,6 +94,13 @@ void free(cache *c, void *obj, const char *op);
 // True when obj is an object start of debug cache c on its slab page pg (its slot start plus
 // debug_offset): the free checks of slab designs accept it.
 bool is_object(const cache *c, const page *pg, const void *obj);
+// True when obj is an object of debug cache c (is_object) that is allocated now.
+bool is_live(const cache *c, const page *pg, const void *obj);
+// When obj is an object of a debug cache that is free now (freed, and waiting in the quarantine
+// or back with its design), reports a use after free by `op` (malloc_usable_size, realloc,
+// ksize: calls that read the block's size) with the object's sites, and returns true; false for
+// anything else, which the caller reports as it would.
+bool report_if_freed(const void *obj, const char *op);
 
 // Gives back to their designs the quarantined objects of cache c (nullptr: every cache), each
 // checked for writes after free. Before a cache is destroyed or shrunk, and by trims.
@@ -136,6 +143,10 @@ void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t
 void block_released(const cache *c, char *obj, size_t size, const track *tracks);
 // A free of a block that waits in the quarantine.
 void block_double_free(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
+// A call that reads the size of a block that waits in the quarantine (malloc_usable_size,
+// realloc): a use after free.
+void block_use_after_free(const cache *c, char *obj, size_t size, const char *op,
+                          const track *tracks);
 // A block still allocated (SLABKIT_LEAKS=exit), with its allocation site.
 void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 

@@ -8,6 +8,7 @@
 #include "core/report.hpp"
 #include "kmalloc/hot_class.hpp"
 #include "kmalloc/large.hpp"
+#include "kmalloc/zero_blocks.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
 
@@ -390,6 +391,7 @@ void detail::free_slow(void *p, const char *caller) {
             return page_allocator::global().free(p);
         }
     } else if (!in_arena(p)) {
+        if (zero_blocks::owns(p)) return zero_blocks::free(p, caller);
         if (large::free(p)) return;
         if (const char *why = large::why_not_a_block(p))
             return report_bad_free(caller, nullptr, p, why);
@@ -409,7 +411,8 @@ size_t usable_size(const void *p) {
         uint32_t st = pg->flags();
         if (st & PG_slab) {
             cache *c = slab_cache(pg);
-            if (c->debug) return debug::is_object(c, pg, p) ? c->object_size : 0;
+            // A debug cache's freed object has no usable bytes: callers report it.
+            if (c->debug) return debug::is_live(c, pg, p) ? c->object_size : 0;
             if (!is_object_start(c, pg, p)) return 0;
             return designs::visit(c, [&](auto ops, auto *s) -> size_t {
                 if constexpr (own_kmalloc_v<decltype(ops)>) return ops.usable_size(s, p);
@@ -422,6 +425,16 @@ size_t usable_size(const void *p) {
     return in_arena(p) ? 0 : large::size_of(p);
 }
 
+bool report_if_freed(const void *p, const char *op) {
+    if (debug::report_if_freed(p, op)) return true;
+    page *pg = virt_to_head_page(p);
+    if (!pg || !(pg->flags() & PG_slab)) return false;
+    return designs::visit(slab_cache(pg), [&](auto ops, auto *s) -> bool {
+        if constexpr (own_kmalloc_v<decltype(ops)>) return ops.report_if_freed(s, p, op);
+        return false;
+    });
+}
+
 void *realloc(design d, void *p, size_t size, bool zero) {
     if (p == nullptr || p == kZeroSizePtr) return alloc(d, size, zero, kAnyNode);
     if (size == 0) {
@@ -430,6 +443,7 @@ void *realloc(design d, void *p, size_t size, bool zero) {
     }
     size_t have = usable_size(p);
     if (have == 0) {
+        if (report_if_freed(p, "krealloc")) return nullptr;
         char what[256];
         report_bad_free("krealloc", nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
         return nullptr;

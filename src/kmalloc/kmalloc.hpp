@@ -347,6 +347,10 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the
 // zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
+// While debugging: when p is a freed block that waits in the quarantine (a debug cache's object,
+// or SLOB's debugged block), reports a use after free by `op` (malloc_usable_size, realloc,
+// krealloc: calls that read its size) and returns true; false for anything else.
+bool report_if_freed(const void *p, const char *op);
 // True for a design that serves kmalloc itself (SLOB: size-headed blocks, not size classes).
 bool has_own_kmalloc(design d);
 

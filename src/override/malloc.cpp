@@ -5,6 +5,7 @@
 #include "core/report.hpp"
 #include "kmalloc/hot_class.hpp"
 #include "kmalloc/large.hpp"
+#include "kmalloc/zero_blocks.hpp"
 #include "page/page_allocator.hpp"
 #include "slabkit/slabkit.h"
 
@@ -26,6 +27,8 @@ constexpr bool is_pow2(size_t v) {
 
 // A pointer kmalloc does not know. report_bad_free aborts unless continue-on-error is set.
 SLABKIT_NOINLINE SLABKIT_COLD void report_foreign(const char *caller, const void *p) {
+    // A debug cache's freed object: a use after free, named so, with its sites.
+    if (kmalloc::report_if_freed(p, caller)) return;
     char what[256];
     report_bad_free(caller, nullptr, p, diagnose_free(nullptr, p, what, sizeof what));
 }
@@ -48,7 +51,11 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     const bool own = kmalloc::has_own_kmalloc(process_design());
     bool fits = size <= have;
     if (!fits) {
-    } else if (have > kmalloc::kMaxCacheSize || (own && have >= kPageSize)) {
+    } else if (have > kmalloc::kMaxCacheSize) {
+        // While debugging (the only time sizes are checked) every block above the caches is an
+        // OS block of exactly the pages the size needs (kmalloc/large.cpp, guarded blocks).
+        fits = have == ((size + kPageSize - 1) & ~(kPageSize - 1));
+    } else if (own && have >= kPageSize) {
         // A page or OS block: at least the size, less than twice it and a page.
         fits = have < 2 * size + kPageSize;
     } else if (own) {
@@ -81,6 +88,9 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
 
 void *detail::malloc_slow(size_t size) {
     if (size == 0) {
+        // While debugging, a pointer whose every use faults (kmalloc/zero_blocks.hpp).
+        if (kmalloc::debugging())
+            if (void *z = zero_blocks::alloc()) return z;
         size = 1; // a unique pointer, not kmalloc's shared zero-size one
     } else if (size > kMaxRequest) {
         return fail_nomem();
@@ -155,6 +165,11 @@ void *realloc(void *p, size_t size) {
     if (size > kMaxRequest) return fail_nomem();
     const size_t have = kmalloc::usable_size(p);
     if (SLABKIT_UNLIKELY(have == 0)) {
+        if (zero_blocks::owns(p)) { // malloc(0)'s block while debugging: holds nothing to copy
+            void *q = malloc(size);
+            if (q) zero_blocks::free(p, "realloc");
+            return q;
+        }
         report_foreign("realloc", p);
         errno = EINVAL; // continue-on-error: nothing done
         return nullptr;
@@ -192,7 +207,8 @@ void *reallocarray(void *p, size_t n, size_t size) {
 size_t usable_size(const void *p) {
     if (p == nullptr) return 0;
     const size_t have = kmalloc::usable_size(p);
-    if (SLABKIT_UNLIKELY(have == 0)) report_foreign("malloc_usable_size", p);
+    if (SLABKIT_UNLIKELY(have == 0) && !zero_blocks::owns(p))
+        report_foreign("malloc_usable_size", p);
     return have;
 }
 

@@ -124,6 +124,9 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
 // up to 2 bytes - a malloc block's rounded size; a debugged block's size asked for; 0 if p has
 // no valid header); for a cache, the bytes its objects take (their units).
 size_t usable_size(const slob_cache *s, const void *p);
+// A debugged kmalloc block of the arena that waits in the quarantine: reported as a use after
+// free by `op`, true; false for anything else.
+bool report_if_freed(const slob_cache *s, const void *p, const char *op);
 
 // The arena: the owner of every SLOB page.
 slob_cache &arena();
@@ -179,6 +182,9 @@ struct ops {
     }
     static size_t usable_size(const slob_cache *s, const void *p) {
         return slob::usable_size(s, p);
+    }
+    static bool report_if_freed(const slob_cache *s, const void *p, const char *op) {
+        return slob::report_if_freed(s, p, op);
     }
 };
 

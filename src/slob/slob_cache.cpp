@@ -512,6 +512,17 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     return p;
 }
 
+bool report_if_freed(const slob_cache *s, const void *p, const char *op) {
+    if (!s->arena) return false;
+    const header_info hi = header_of(p);
+    if (hi.kind != header_kind::quarantined) return false;
+    auto *h = reinterpret_cast<kmalloc_header *>(const_cast<char *>(static_cast<const char *>(p)) -
+                                                 kHeader);
+    debug::block_use_after_free(&g_arena, const_cast<char *>(static_cast<const char *>(p)), h->size,
+                                op, hi.tracked ? tracks_of_block(h) : nullptr);
+    return true;
+}
+
 size_t usable_size(const slob_cache *s, const void *p) {
     if (!s->arena) return s->size;
     const header_kind k = header_of(p).kind;

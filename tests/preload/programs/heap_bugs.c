@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
         /* Sizes whose blocks are classes, SLOB units, page blocks and OS blocks: all accepted. */
         void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
         if (!del) return 3;
-        static const size_t sizes[] = {1, 24, 40, 100, 1000, 3000, 4096, 6144, 8192, 9000,
-                                       100000, 5 << 20};
+        static const size_t sizes[] = {1,    24,   40,   100,  1000,   3000,
+                                       4096, 6144, 8192, 9000, 100000, 5 << 20};
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
             del(launder(malloc(sizes[i])), sizes[i]);
         free(p);
@@ -126,6 +126,39 @@ int main(int argc, char **argv) {
         void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
         if (!del) return 3;
         del(p, 8);
+    } else if (!strcmp(k, "sized_delete_wrong_large")) {
+        /* An OS block (above the caches) deleted with a smaller size than it was made with. */
+        void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+        if (!del) return 3;
+        del(launder(malloc(300000)), 200000);
+    } else if (!strcmp(k, "usable_size_after_free")) {
+        free(p);
+        printf("usable size after free: %zu\n", malloc_usable_size(p));
+    } else if (!strcmp(k, "realloc_after_free")) {
+        free(p);
+        sink = realloc(p, 100);
+    } else if (!strcmp(k, "zero_size_write") || !strcmp(k, "zero_size_read")) {
+        char *z = launder(malloc(0));
+        if (!strcmp(k, "zero_size_write"))
+            poke(z, 0, 1, 1);
+        else
+            printf("zero-size block holds %02x\n", (unsigned char)*(volatile char *)z);
+        free(z);
+    } else if (!strcmp(k, "zero_size_ok")) {
+        /* What a program may do with malloc(0)'s pointer: compare, free, realloc, ask its size. */
+        char *a = launder(malloc(0)), *b = launder(malloc(0));
+        if (!a || !b || a == b) return 4;
+        if (malloc_usable_size(a) != 0) return 5;
+        char *c = launder(realloc(a, 10));
+        if (!c) return 6;
+        memset(c, 1, 10);
+        free(c);
+        free(b);
+        free(launder(malloc(0)));
+    } else if (!strcmp(k, "zero_size_double_free")) {
+        char *z = launder(malloc(0));
+        free(z);
+        free(z);
     } else if (!strcmp(k, "aligned_free_wrong")) {
         void (*fas)(void *, size_t, size_t) =
             (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
