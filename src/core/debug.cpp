@@ -211,11 +211,21 @@ struct text {
     }
 };
 
+// The metadata words after the right red zone: the state, and with red zones the size asked
+// for (request_of); the tracks follow them.
+size_t meta_words_bytes(const cache *c) {
+    return (c->flags & kRedZone) ? 16 : 8;
+}
 track *tracks_of(const cache *c, char *slot) {
-    return reinterpret_cast<track *>(slot + c->debug_meta + 8);
+    return reinterpret_cast<track *>(slot + c->debug_meta + meta_words_bytes(c));
 }
 uint64_t &state_of(const cache *c, char *slot) {
     return *reinterpret_cast<uint64_t *>(slot + c->debug_meta);
+}
+// With red zones: the bytes of the object its caller asked for (object_size unless kmalloc or
+// the malloc family said less, set_request); the rest up to object_size is red zone too.
+uint64_t &request_of(const cache *c, char *slot) {
+    return *reinterpret_cast<uint64_t *>(slot + c->debug_meta + 8);
 }
 
 void add_track(text &t, const char *what, const track &tr) {
@@ -326,6 +336,22 @@ bool check_red(const cache *c, char *slot, uint8_t v, const char *op, const char
                       "left red zone", left, len, v, op);
         set_red(c, slot, v);
         return false;
+    }
+    // An allocated object asked for less than its class: the slack after the size asked for is
+    // red zone too (the kernel's SLUB does the same for kmalloc caches since 6.2, orig_size).
+    if (v == kRedActive) {
+        const uint64_t asked = request_of(c, slot);
+        if (asked < c->object_size) {
+            const size_t from = c->debug_offset + asked;
+            size_t bad = find_bad(slot, from, c->object_size - asked, v, &len);
+            if (bad != SIZE_MAX) {
+                report_object(c, slot,
+                              kind ? kind : "red zone after the object overwritten (overflow)",
+                              "past the size asked for", bad, len, v, op);
+                memset(slot + from, v, c->object_size - asked);
+                return false;
+            }
+        }
     }
     size_t end = c->debug_offset + c->object_size;
     size_t right = find_bad(slot, end, c->debug_meta - end, v, &len);
@@ -538,7 +564,7 @@ void compute_layout(cache *c, size_t align) {
     const size_t end = off + c->object_size;
     size_t meta = align_up(end, 8);
     if (c->flags & kRedZone) meta += 8;
-    size_t tail = meta + 8 + ((c->flags & kStoreUser) ? 2 * sizeof(track) : 0);
+    size_t tail = meta + meta_words_bytes(c) + ((c->flags & kStoreUser) ? 2 * sizeof(track) : 0);
     c->offset = 0; // the design's word
     c->debug_offset = static_cast<uint32_t>(off);
     c->debug_meta = static_cast<uint32_t>(meta);
@@ -578,6 +604,7 @@ void *alloc(cache *c, int node, bool zero) {
     }
     state_of(c, slot) = kStateAllocated;
     set_red(c, slot, kRedActive);
+    if (c->flags & kRedZone) request_of(c, slot) = c->object_size;
     char *obj = slot + c->debug_offset;
     if (zero) {
         memset(obj, 0, c->object_size);
@@ -597,6 +624,19 @@ bool is_object(const cache *c, const page *pg, const void *obj) {
     uintptr_t p = reinterpret_cast<uintptr_t>(obj);
     if (p < c->debug_offset) return false;
     return is_object_start(c, pg, slot_of(c, obj));
+}
+
+void set_request(cache *c, void *obj, size_t size) {
+    if (!(c->flags & kRedZone)) return;
+    char *slot = static_cast<char *>(slot_of(c, obj));
+    if (size > c->object_size) size = c->object_size;
+    request_of(c, slot) = size;
+    memset(static_cast<char *>(obj) + size, kRedActive, c->object_size - size);
+}
+
+size_t usable(const cache *c, void *obj) {
+    char *slot = static_cast<char *>(slot_of(c, obj));
+    return (c->flags & kRedZone) ? request_of(c, slot) : c->object_size;
 }
 
 bool is_live(const cache *c, const page *pg, const void *obj) {

@@ -94,6 +94,14 @@ void free(cache *c, void *obj, const char *op);
 // True when obj is an object start of debug cache c on its slab page pg (its slot start plus
 // debug_offset): the free checks of slab designs accept it.
 bool is_object(const cache *c, const page *pg, const void *obj);
+// kmalloc and the malloc family: the caller of the allocation of obj (an allocated object of
+// debug cache c) asked for `size` bytes. With red zones, the rest of the object becomes red zone
+// too, checked with the others (an overflow into the class's slack is caught), and the object's
+// usable size is `size`; also when a block is resized in place.
+void set_request(cache *c, void *obj, size_t size);
+// The usable bytes of an allocated object of debug cache c: the size asked for (set_request),
+// or object_size.
+size_t usable(const cache *c, void *obj);
 // True when obj is an object of debug cache c (is_object) that is allocated now.
 bool is_live(const cache *c, const page *pg, const void *obj);
 // When obj is an object of a debug cache that is free now (freed, and waiting in the quarantine

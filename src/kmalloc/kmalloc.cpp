@@ -412,7 +412,8 @@ size_t usable_size(const void *p) {
         if (st & PG_slab) {
             cache *c = slab_cache(pg);
             // A debug cache's freed object has no usable bytes: callers report it.
-            if (c->debug) return debug::is_live(c, pg, p) ? c->object_size : 0;
+            if (c->debug)
+                return debug::is_live(c, pg, p) ? debug::usable(c, const_cast<void *>(p)) : 0;
             if (!is_object_start(c, pg, p)) return 0;
             return designs::visit(c, [&](auto ops, auto *s) -> size_t {
                 if constexpr (own_kmalloc_v<decltype(ops)>) return ops.usable_size(s, p);
@@ -423,6 +424,13 @@ size_t usable_size(const void *p) {
         return 0;
     }
     return in_arena(p) ? 0 : large::size_of(p);
+}
+
+void note_request(void *p, size_t size) {
+    page *pg = p ? virt_to_head_page(p) : nullptr;
+    if (!pg || !(pg->flags() & PG_slab)) return;
+    cache *c = slab_cache(pg);
+    if (c->debug && debug::is_live(c, pg, p)) debug::set_request(c, p, size);
 }
 
 bool report_if_freed(const void *p, const char *op) {

@@ -347,6 +347,11 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
 // The bytes usable at p: its class's size, page block or OS block size; 0 for NULL, the
 // zero-size pointer, and anything kmalloc did not hand out.
 size_t usable_size(const void *p);
+// While debugging: the caller of p's allocation (or of its resize in place) asked for `size`
+// bytes. A debug cache's object then red-zones the rest of its class (debug::set_request), and
+// its usable size is `size`. The malloc family calls it on its slow paths, where every block is
+// served while debugging; nothing for other blocks.
+void note_request(void *p, size_t size);
 // While debugging: when p is a freed block that waits in the quarantine (a debug cache's object,
 // or SLOB's debugged block), reports a use after free by `op` (malloc_usable_size, realloc,
 // krealloc: calls that read its size) and returns true; false for anything else.

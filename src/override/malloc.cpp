@@ -50,7 +50,8 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     // blocks), or, above the caches, at least that size and less than twice it plus a page.
     const bool own = kmalloc::has_own_kmalloc(process_design());
     bool fits = size <= have;
-    if (!fits) {
+    if (!fits || size == have) {
+        // Too large; or exactly the size asked for (a debug object's usable size), which fits.
     } else if (have > kmalloc::kMaxCacheSize) {
         // While debugging (the only time sizes are checked) every block above the caches is an
         // OS block of exactly the pages the size needs (kmalloc/large.cpp, guarded blocks).
@@ -98,7 +99,11 @@ void *detail::malloc_slow(size_t size) {
     // The slot (or the CPU's) is empty: the class is being refilled (hot_class.hpp).
     kmalloc::note_malloc_refill(process_design(), size);
     void *p = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
-    return p ? p : fail_nomem();
+    if (!p) return fail_nomem();
+    // While debugging, every malloc comes here (debug classes have no fast path): the class's
+    // slack after the size asked for becomes red zone.
+    if (kmalloc::debugging_decided()) kmalloc::note_request(p, size);
+    return p;
 }
 
 void *detail::calloc_slow(size_t n, size_t size) {
@@ -177,11 +182,19 @@ void *realloc(void *p, size_t size) {
     if (size <= have) {
         // In place unless the block would be mostly empty: then a smaller block, if one can be
         // had (shrinking never fails).
-        if (size >= have / 2 || have <= kMallocAlign) return p;
+        const bool debugging = kmalloc::debugging_decided();
+        if (size >= have / 2 || have <= kMallocAlign) {
+            if (debugging) kmalloc::note_request(p, size);
+            return p;
+        }
         const int saved = errno;
         void *q = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
         errno = saved;
-        if (!q) return p;
+        if (!q) {
+            if (debugging) kmalloc::note_request(p, size);
+            return p;
+        }
+        if (debugging) kmalloc::note_request(q, size);
         memcpy(q, p, size);
         kmalloc::free(p, "realloc");
         return q;
@@ -193,6 +206,7 @@ void *realloc(void *p, size_t size) {
     }
     void *q = kmalloc::alloc<kMallocTable>(process_design(), size, false, kAnyNode);
     if (!q) return fail_nomem();
+    if (kmalloc::debugging_decided()) kmalloc::note_request(q, size);
     memcpy(q, p, have);
     kmalloc::free(p, "realloc");
     return q;

@@ -69,6 +69,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "overflow1")) {
         poke(p, (long)malloc_usable_size(p), 0, 1);
         free(p);
+    } else if (!strcmp(k, "overflow_slack")) {
+        /* 8 bytes asked for, in a 16-byte class: one byte past what was asked. */
+        char *q = launder(malloc(8));
+        poke(q, 8, 0, 1);
+        free(q);
     } else if (!strcmp(k, "overflow8")) {
         poke(p, (long)malloc_usable_size(p), 0, 8);
         free(p);
