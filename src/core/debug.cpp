@@ -559,11 +559,14 @@ void unmatched_names(char *buf, size_t size) {
 void compute_layout(cache *c, size_t align) {
     if (c->ctor) c->flags &= ~static_cast<unsigned>(kPoison); // constructed state survives free
     c->debug = true;
-    const size_t left = (c->flags & kRedZone) ? 8 : 0;
+    // Red zones of 32 bytes at least on each side, so that an overflow or underflow of 32 bytes
+    // (a struct's size, a small memcpy past the end) lands in one rather than jumping it into
+    // metadata nothing checks (the tracks) or into the neighbour's object.
+    const size_t left = (c->flags & kRedZone) ? kRedZoneMin : 0;
     const size_t off = align_up(8 + left, align);
     const size_t end = off + c->object_size;
     size_t meta = align_up(end, 8);
-    if (c->flags & kRedZone) meta += 8;
+    if (c->flags & kRedZone) meta += kRedZoneMin;
     size_t tail = meta + meta_words_bytes(c) + ((c->flags & kStoreUser) ? 2 * sizeof(track) : 0);
     c->offset = 0; // the design's word
     c->debug_offset = static_cast<uint32_t>(off);

@@ -41,6 +41,7 @@
 namespace slabkit::debug {
 
 inline constexpr uint8_t kRedInactive = 0xbb;
+inline constexpr size_t kRedZoneMin = 32; // bytes of red zone at least, on each side
 inline constexpr uint8_t kRedActive = 0xcc;
 inline constexpr uint8_t kPoisonFree = 0x6b;
 inline constexpr uint8_t kPoisonEnd = 0xa5;
@@ -137,7 +138,7 @@ void report_leak(const cache *c, void *slot, const char *op);
 // (SLOB's arena): reports name it, and its debug_free gives a block back as it leaves the
 // quarantine, after block_released. With owner tracking (U) the design keeps two tracks
 // (kBlockTracks bytes) in the block, passed as `tracks` (nullptr: none); no tracing (T).
-inline constexpr size_t kBlockRedZone = 8; // at least; the block's rounding after it too
+inline constexpr size_t kBlockRedZone = kRedZoneMin; // at least; the rounding after it too
 inline constexpr size_t kBlockTracks = 2 * sizeof(track);
 // A new block: its red zone (rz bytes after the object) active; the object 0x5a unless zeroed;
 // its allocation recorded.

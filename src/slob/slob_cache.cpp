@@ -40,7 +40,7 @@ uint32_t check_of(const void *p, uint32_t size) {
 }
 
 // A kmalloc block under debugging (debug::block_*): | header | object (the size asked for) |
-// red zone (up to the next 16 bytes, 8 at least) | with owner tracking (U) two tracks |, its
+// red zone (up to the next 16 bytes, 32 at least) | with owner tracking (U) two tracks |, its
 // check word xor-ed with one of the marks below: debugged, with or without tracks, and
 // quarantined (waiting in the debug layer's quarantine after its free). Its bytes follow from
 // the size and the mark, so a free needs nothing else.

@@ -80,6 +80,16 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "underflow1")) {
         poke(p, -1, 0, 1);
         free(p);
+    } else if (!strcmp(k, "overflow32") || !strcmp(k, "underflow32")) {
+        /* The 32nd byte past the end / before the start: the red zones are that wide. */
+        poke(p, !strcmp(k, "overflow32") ? (long)malloc_usable_size(p) + 31 : -32, 0, 1);
+        free(p);
+    } else if (!strcmp(k, "overflow32_memcpy")) {
+        /* 32 bytes copied past the end. */
+        char src[32];
+        memset(src, 'y', sizeof src);
+        memcpy(launder(p + malloc_usable_size(p)), src, sizeof src);
+        free(p);
     } else if (!strcmp(k, "underflow8")) {
         poke(p, -8, 0, 8);
         free(p);
