@@ -224,8 +224,16 @@ uint64_t &state_of(const cache *c, char *slot) {
 }
 // With red zones: the bytes of the object its caller asked for (object_size unless kmalloc or
 // the malloc family said less, set_request); the rest up to object_size is red zone too.
+// Its top byte holds the origin (set_origin); size_asked() is the rest.
 uint64_t &request_of(const cache *c, char *slot) {
     return *reinterpret_cast<uint64_t *>(slot + c->debug_meta + 8);
+}
+constexpr unsigned kOriginShift = 56;
+uint64_t size_asked(const cache *c, char *slot) {
+    return request_of(c, slot) & ((uint64_t{1} << kOriginShift) - 1);
+}
+origin origin_of(const cache *c, char *slot) {
+    return static_cast<origin>(request_of(c, slot) >> kOriginShift);
 }
 
 void add_track(text &t, const char *what, const track &tr) {
@@ -340,7 +348,7 @@ bool check_red(const cache *c, char *slot, uint8_t v, const char *op, const char
     // An allocated object asked for less than its class: the slack after the size asked for is
     // red zone too (the kernel's SLUB does the same for kmalloc caches since 6.2, orig_size).
     if (v == kRedActive) {
-        const uint64_t asked = request_of(c, slot);
+        const uint64_t asked = size_asked(c, slot);
         if (asked < c->object_size) {
             const size_t from = c->debug_offset + asked;
             size_t bad = find_bad(slot, from, c->object_size - asked, v, &len);
@@ -633,13 +641,20 @@ void set_request(cache *c, void *obj, size_t size) {
     if (!(c->flags & kRedZone)) return;
     char *slot = static_cast<char *>(slot_of(c, obj));
     if (size > c->object_size) size = c->object_size;
-    request_of(c, slot) = size;
+    request_of(c, slot) =
+        size | (uint64_t{static_cast<uint8_t>(origin_of(c, slot))} << kOriginShift);
     memset(static_cast<char *>(obj) + size, kRedActive, c->object_size - size);
+}
+
+void set_origin(cache *c, void *obj, origin o) {
+    if (!(c->flags & kRedZone)) return;
+    char *slot = static_cast<char *>(slot_of(c, obj));
+    request_of(c, slot) = size_asked(c, slot) | (uint64_t{static_cast<uint8_t>(o)} << kOriginShift);
 }
 
 size_t usable(const cache *c, void *obj) {
     char *slot = static_cast<char *>(slot_of(c, obj));
-    return (c->flags & kRedZone) ? request_of(c, slot) : c->object_size;
+    return (c->flags & kRedZone) ? size_asked(c, slot) : c->object_size;
 }
 
 bool is_live(const cache *c, const page *pg, const void *obj) {
@@ -688,6 +703,22 @@ void free(cache *c, void *obj, const char *op) {
                       "not an object of this cache, or its metadata overwritten (state word)",
                       nullptr, 0, 0, 0, op);
         return;
+    }
+    // The array form of delete for a block of the plain new, or the reverse (op names the
+    // caller: override/new_delete.cpp passes "operator delete" and "operator delete[]").
+    if ((c->flags & kRedZone) && op && !strncmp(op, "operator delete", 15)) {
+        const bool array_delete = op[15] == '[';
+        const origin o = origin_of(c, slot);
+        if ((array_delete && o == origin::new_object) ||
+            (!array_delete && o == origin::new_array)) {
+            report_object(c, slot,
+                          array_delete ? "operator delete[] of a block made by operator new "
+                                         "(not new[]): mismatched delete"
+                                       : "operator delete of a block made by operator new[] "
+                                         "(needs delete[]): mismatched delete",
+                          nullptr, 0, 0, 0, op);
+            return; // going on: the block is left alone
+        }
     }
     check_red(c, slot, kRedActive, op, nullptr);
     record(c, slot, 1);

@@ -100,6 +100,11 @@ bool is_object(const cache *c, const page *pg, const void *obj);
 // too, checked with the others (an overflow into the class's slack is caught), and the object's
 // usable size is `size`; also when a block is resized in place.
 void set_request(cache *c, void *obj, size_t size);
+// Which call made an object (kept with the size asked for, so with red zones): the malloc
+// family, kmalloc or a cache (the default), operator new, or operator new[]. Freeing a new[]
+// block with the plain delete, or the reverse, is reported (set_origin, free).
+enum class origin : uint8_t { plain = 0, new_object = 1, new_array = 2 };
+void set_origin(cache *c, void *obj, origin o);
 // The usable bytes of an allocated object of debug cache c: the size asked for (set_request),
 // or object_size.
 size_t usable(const cache *c, void *obj);

@@ -332,6 +332,16 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
     return large::guarded() ? nullptr : large::alloc(size, 0, zero);
 }
 
+size_t aligned_class_size(size_t size, size_t align) {
+    const size_t n = size < align ? align : size;
+    if (n > kMaxCacheSize || align > kPageSize) return 0;
+    // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16, so a
+    // stricter alignment takes the next class (128, 256).
+    unsigned i = class_of(n);
+    if (class_align(kClassSizes[i]) < align) ++i;
+    return kClassSizes[i];
+}
+
 void *alloc_aligned(design d, size_t size, size_t align, bool zero, class_table t) {
     zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     const size_t n = size < align ? align : size;
@@ -341,11 +351,7 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero, class_table 
                               zero, kAnyNode, &served);
         if (served) return p;
     } else if (n <= kMaxCacheSize && align <= kPageSize) {
-        // Power-of-two classes are aligned to their size (up to a page); 96 and 192 only to 16,
-        // so a stricter alignment takes the next class (128, 256).
-        unsigned i = class_of(n);
-        if (class_align(kClassSizes[i]) < align) ++i;
-        return alloc(d, kClassSizes[i], zero, kAnyNode);
+        return alloc(d, aligned_class_size(size, align), zero, kAnyNode);
     }
     if (size > kMaxCacheSize && guard_blocks()) {
         if (void *p = large::alloc(size, align, zero)) return p;
@@ -431,6 +437,14 @@ void note_request(void *p, size_t size) {
     if (!pg || !(pg->flags() & PG_slab)) return;
     cache *c = slab_cache(pg);
     if (c->debug && debug::is_live(c, pg, p)) debug::set_request(c, p, size);
+}
+
+void note_origin(void *p, bool array) {
+    page *pg = p ? virt_to_head_page(p) : nullptr;
+    if (!pg || !(pg->flags() & PG_slab)) return;
+    cache *c = slab_cache(pg);
+    if (c->debug && debug::is_live(c, pg, p))
+        debug::set_origin(c, p, array ? debug::origin::new_array : debug::origin::new_object);
 }
 
 bool report_if_freed(const void *p, const char *op) {

@@ -304,6 +304,9 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
 // A block of `size` (>= 1) bytes aligned to `align` (a power of two): the smallest kernel class
 // whose natural alignment is enough, else a page block of the right order (for the malloc
 // table, one up to kMallocRegionFrom), else a block of the region.
+// The kernel class an allocation of `size` aligned to `align` gets (alloc_aligned), or 0 when
+// it is not served by a class.
+size_t aligned_class_size(size_t size, size_t align);
 void *alloc_aligned(design d, size_t size, size_t align, bool zero,
                     class_table t = class_table::kernel);
 
@@ -352,6 +355,9 @@ size_t usable_size(const void *p);
 // its usable size is `size`. The malloc family calls it on its slow paths, where every block is
 // served while debugging; nothing for other blocks.
 void note_request(void *p, size_t size);
+// While debugging: p was made by operator new (or new[]), so that the other form of delete is
+// reported (debug::set_origin). Nothing for blocks of caches without red zones.
+void note_origin(void *p, bool array);
 // While debugging: when p is a freed block that waits in the quarantine (a debug cache's object,
 // or SLOB's debugged block), reports a use after free by `op` (malloc_usable_size, realloc,
 // krealloc: calls that read its size) and returns true; false for anything else.

@@ -52,10 +52,14 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     bool fits = size <= have;
     if (!fits || size == have) {
         // Too large; or exactly the size asked for (a debug object's usable size), which fits.
-    } else if (have > kmalloc::kMaxCacheSize) {
+    } else if (have > kmalloc::kMaxCacheSize && align <= kPageSize) {
         // While debugging (the only time sizes are checked) every block above the caches is an
         // OS block of exactly the pages the size needs (kmalloc/large.cpp, guarded blocks).
         fits = have == ((size + kPageSize - 1) & ~(kPageSize - 1));
+    } else if (have > kmalloc::kMaxCacheSize) {
+        // Aligned beyond a page: a page block or region block of at least the alignment.
+        const size_t n = size < align ? align : size;
+        fits = have < 2 * n + kPageSize;
     } else if (own && have >= kPageSize) {
         // A page or OS block: at least the size, less than twice it and a page.
         fits = have < 2 * size + kPageSize;
@@ -68,7 +72,8 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
         // allocated before the step got it are in the fixed one).
         fits = have == kmalloc::class_size(kmalloc::malloc_fixed_class_of(size), kMallocTable) ||
                have == kmalloc::class_size(kmalloc::malloc_class_of(size), kMallocTable) ||
-               have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size));
+               have == kmalloc::class_size(kmalloc::class_of(size < align ? align : size)) ||
+               (align && have == kmalloc::aligned_class_size(size, align));
     }
     const bool aligned = align == 0 || (reinterpret_cast<uintptr_t>(p) & (align - 1)) == 0;
     if (fits && aligned) return kmalloc::free(p, caller);
@@ -103,6 +108,18 @@ void *detail::malloc_slow(size_t size) {
     // While debugging, every malloc comes here (debug classes have no fast path): the class's
     // slack after the size asked for becomes red zone.
     if (kmalloc::debugging_decided()) kmalloc::note_request(p, size);
+    return p;
+}
+
+void *detail::new_object_slow(size_t size) {
+    void *p = malloc_slow(size);
+    if (p && kmalloc::debugging_decided()) kmalloc::note_origin(p, false);
+    return p;
+}
+
+void *detail::new_array_slow(size_t size) {
+    void *p = malloc_slow(size);
+    if (p && kmalloc::debugging_decided()) kmalloc::note_origin(p, true);
     return p;
 }
 

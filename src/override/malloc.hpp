@@ -31,7 +31,17 @@ namespace detail {
 void *malloc_slow(size_t size);
 void *calloc_slow(size_t n, size_t size);
 void *aligned_slow(size_t align, size_t size); // align: a power of two above kMallocAlign
+// operator new's and new[]'s slow paths: malloc_slow, and while debugging the block is marked
+// as theirs, so that the other form of delete is reported (debug::set_origin).
+void *new_object_slow(size_t size);
+void *new_array_slow(size_t size);
 } // namespace detail
+
+// malloc with another slow path (operator new's): the same fast path.
+template <void *(*Slow)(size_t)>
+SLABKIT_ALWAYS_INLINE void *malloc_or(size_t size) {
+    return kmalloc::alloc_fast_or<kMallocTable>(process_design_hint(), size, Slow);
+}
 
 SLABKIT_ALWAYS_INLINE void *malloc(size_t size) {
     // The queue pop or a tail call: no stack frame. A thread on the CPUs' slots goes on to its

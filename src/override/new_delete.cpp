@@ -71,14 +71,20 @@ SLABKIT_NOINLINE void *new_nothrow_slow(size_t size, size_t align) noexcept {
     return next ? next(size, std::align_val_t{align}, tag) : nullptr;
 }
 
+// kArray: new[] rather than new. Both are malloc's fast path; while debugging every block comes
+// from their slow paths, which mark it with its form (libc::detail::new_array_slow).
+template <bool kArray>
 SLABKIT_ALWAYS_INLINE void *new_impl(size_t size) {
-    void *p = libc::malloc(size);
+    void *p = libc::malloc_or < kArray ? libc::detail::new_array_slow
+                                       : libc::detail::new_object_slow > (size);
     if (SLABKIT_LIKELY(p != nullptr)) return p;
     return new_slow(size, 1);
 }
 
+template <bool kArray>
 SLABKIT_ALWAYS_INLINE void *new_nothrow_impl(size_t size) noexcept {
-    void *p = libc::malloc(size);
+    void *p = libc::malloc_or < kArray ? libc::detail::new_array_slow
+                                       : libc::detail::new_object_slow > (size);
     if (SLABKIT_LIKELY(p != nullptr)) return p;
     return new_nothrow_slow(size, 1);
 }
@@ -100,16 +106,16 @@ SLABKIT_ALWAYS_INLINE void *new_aligned_nothrow_impl(size_t size, std::align_val
 // The sizes and alignments that delete passes are not needed: a block is found by its address.
 // While debugging, the sized deletes check them against the block.
 SLABKIT_EXPORT void *operator new(size_t size) {
-    return new_impl(size);
+    return new_impl<false>(size);
 }
 SLABKIT_EXPORT void *operator new[](size_t size) {
-    return new_impl(size);
+    return new_impl<true>(size);
 }
 SLABKIT_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow_impl(size);
+    return new_nothrow_impl<false>(size);
 }
 SLABKIT_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
-    return new_nothrow_impl(size);
+    return new_nothrow_impl<true>(size);
 }
 SLABKIT_EXPORT void *operator new(size_t size, std::align_val_t align) {
     return new_aligned_impl(size, align);
@@ -126,17 +132,19 @@ SLABKIT_EXPORT void *operator new[](size_t size, std::align_val_t align,
     return new_aligned_nothrow_impl(size, align);
 }
 
+// The plain deletes name themselves to kmalloc's free: while debugging, a block made by the
+// other form of new is reported (core/debug.cpp, free).
 SLABKIT_EXPORT void operator delete(void *p) noexcept {
-    libc::free(p);
+    kmalloc::free(p, "operator delete");
 }
 SLABKIT_EXPORT void operator delete[](void *p) noexcept {
-    libc::free(p);
+    kmalloc::free(p, "operator delete[]");
 }
 SLABKIT_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept {
-    libc::free(p);
+    kmalloc::free(p, "operator delete");
 }
 SLABKIT_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept {
-    libc::free(p);
+    kmalloc::free(p, "operator delete[]");
 }
 SLABKIT_EXPORT void operator delete(void *p, size_t size) noexcept {
     libc::free_sized(p, size, 0, "operator delete");

@@ -174,6 +174,26 @@ int main(int argc, char **argv) {
         char *z = launder(malloc(0));
         free(z);
         free(z);
+    } else if (!strcmp(k, "delete_of_new_array") || !strcmp(k, "delete_array_of_new") ||
+               !strcmp(k, "new_delete_right")) {
+        /* operator new, new[], delete and delete[] as a C++ program calls them (the preload's,
+         * looked up at run time: this program is C). */
+        void *(*new_object)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+        void *(*new_array)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znam");
+        void (*delete_object)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+        void (*delete_array)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdaPv");
+        if (!new_object || !new_array || !delete_object || !delete_array) return 3;
+        if (!strcmp(k, "delete_of_new_array")) {
+            delete_object(launder(new_array(40)));
+        } else if (!strcmp(k, "delete_array_of_new")) {
+            delete_array(launder(new_object(40)));
+        } else {
+            delete_object(launder(new_object(40)));
+            delete_array(launder(new_array(40)));
+            delete_object(launder(new_object(3000)));
+            delete_array(launder(new_array(100000)));
+        }
+        free(p);
     } else if (!strcmp(k, "aligned_free_wrong")) {
         void (*fas)(void *, size_t, size_t) =
             (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "free_aligned_sized");
