@@ -282,9 +282,13 @@ size_t whole_pages(size_t size) {
 namespace {
 std::atomic<bool> g_guarded{false};
 constexpr unsigned kGuardedFreed = 64;
+// The alignment a guarded block keeps at least when it is placed at the end of its mapping:
+// malloc's (and every kmalloc block's above the caches).
+constexpr size_t kMallocEndAlign = 16;
 struct freed_block {
-    void *addr;
-    size_t size;
+    void *addr;  // the block, as handed out (a second free names it)
+    char *start; // its mapping: `whole` bytes, then the guard page
+    size_t whole;
 };
 freed_block g_freed[kGuardedFreed]; // under g_lock; a ring, oldest at g_freed_head
 unsigned g_freed_head = 0, g_nr_freed = 0;
@@ -300,10 +304,19 @@ void *alloc_guarded(size_t whole, size_t align) {
     return p;
 }
 
-// After the table gave up the block: no access from now on; the oldest freed one unmapped.
+// A guarded block ends at its guard page (alloc_uncounted): its mapping starts at the page
+// that holds it, and holds the bytes before it in that page too.
+char *guarded_start(void *p) {
+    return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(p) & ~(uintptr_t{kPageSize} - 1));
+}
+
+// After the table gave up the block (`size` bytes from p to its guard page): no access from now
+// on; the oldest freed one unmapped.
 void free_guarded(void *p, size_t size) {
-    platform::protect_none(p, size);
-    freed_block old{nullptr, 0};
+    char *start = guarded_start(p);
+    const size_t whole = size + static_cast<size_t>(static_cast<char *>(p) - start);
+    platform::protect_none(start, whole);
+    freed_block old{nullptr, nullptr, 0};
     {
         platform::lock_guard guard(g_lock);
         if (g_nr_freed == kGuardedFreed) {
@@ -311,10 +324,10 @@ void free_guarded(void *p, size_t size) {
             g_freed_head = (g_freed_head + 1) % kGuardedFreed;
             --g_nr_freed;
         }
-        g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = freed_block{p, size};
+        g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = freed_block{p, start, whole};
         ++g_nr_freed;
     }
-    if (old.addr) platform::release(old.addr, old.size + kPageSize);
+    if (old.addr) platform::release(old.start, old.whole + kPageSize);
 }
 } // namespace
 
@@ -358,23 +371,30 @@ namespace {
 void *alloc_uncounted(size_t size, size_t align, bool zero) {
     size_t whole = whole_pages(size);
     if (!whole) return nullptr;
+    const size_t asked_align = align;
     if (align == 0) align = (size & (size - 1)) == 0 ? whole : kPageSize;
     if (align < kPageSize) align = kPageSize;
     if (guarded()) {
-        void *g = alloc_guarded(whole, align);
+        // The block ends at the guard page, as near as its alignment lets it (16 bytes, or the
+        // alignment asked for): an overflow of its last byte faults, where a block at the
+        // mapping's start left the rest of its last page unguarded (a 300,000-byte block:
+        // 3,104 bytes). Blocks of whole pages start at the mapping, aligned as before.
+        const size_t user_align = asked_align > kMallocEndAlign ? asked_align : kMallocEndAlign;
+        const size_t off = (whole - size) & ~(user_align - 1);
+        char *g = static_cast<char *>(alloc_guarded(whole, align));
         if (!g) return nullptr;
         bool ok;
         {
             platform::lock_guard guard(g_lock);
-            ok = insert(g, whole);
+            ok = insert(g + off, whole - off);
         }
         if (!ok) {
             platform::release(g, whole + kPageSize);
             return nullptr;
         }
-        g_mapped.fetch_add(whole, std::memory_order_relaxed);
+        g_mapped.fetch_add(whole - off, std::memory_order_relaxed);
         g_blocks.fetch_add(1, std::memory_order_relaxed);
-        return g;
+        return g + off;
     }
     budget(); // reads the environment once
     const uint64_t pages = page_resident();

@@ -53,9 +53,13 @@ void detail::checked_sized_free(void *p, size_t size, size_t align, const char *
     if (!fits || size == have) {
         // Too large; or exactly the size asked for (a debug object's usable size), which fits.
     } else if (have > kmalloc::kMaxCacheSize && align <= kPageSize) {
-        // While debugging (the only time sizes are checked) every block above the caches is an
-        // OS block of exactly the pages the size needs (kmalloc/large.cpp, guarded blocks).
-        fits = have == ((size + kPageSize - 1) & ~(kPageSize - 1));
+        // While debugging (the only time sizes are checked) every block above the caches is a
+        // guarded OS block that ends at its guard page, as near as its alignment (16 bytes at
+        // least) lets it (kmalloc/large.cpp): it holds the size asked for and less than that
+        // alignment more. (If the OS refused the guard's mapping, a page block of the size's
+        // order: at least the size and under twice it plus a page.)
+        const size_t end_align = align > 16 ? align : 16;
+        fits = have - size < end_align || (in_arena(p) && have < 2 * size + kPageSize);
     } else if (have > kmalloc::kMaxCacheSize) {
         // Aligned beyond a page: a page block or region block of at least the alignment.
         const size_t n = size < align ? align : size;

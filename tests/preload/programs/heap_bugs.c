@@ -114,6 +114,11 @@ int main(int argc, char **argv) {
         unsigned char *q = launder(malloc(24));
         printf("uninitialised: %02x%02x%02x%02x\n", q[0], q[1], q[2], q[3]);
         free(q);
+    } else if (!strcmp(k, "overflow_large_end")) {
+        /* A block above the caches whose size is not a multiple of the page: one byte past it. */
+        char *b = launder(malloc(300000));
+        poke(b, 300000, 1, 1);
+        free(b);
     } else if (!strcmp(k, "overflow_large")) {
         char *b = launder(malloc(64 * 1024));
         poke(b, 64 * 1024 + 100, 1, 1); /* past the block, into the guard page */
