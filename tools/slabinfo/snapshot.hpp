@@ -118,7 +118,9 @@ struct heap_totals {
     uint64_t kept_blocks = 0;
     uint64_t kept_bytes = 0;
     uint64_t errors = 0;
-    uint64_t refusals = 0; // requests for memory refused (out of memory or address space)
+    // Requests for memory refused (out of memory or address space); absent in snapshots saved
+    // before slabkit counted them (2026-12-07), which still load.
+    std::optional<uint64_t> refusals;
 
     template <class Self, class V>
     static void fields(Self &s, V &&v) {

@@ -328,7 +328,7 @@ std::string totals_view(const snapshot &s, const std::vector<const cache_stats *
                     {"kept_blocks", count_text(h.kept_blocks)},
                     {"kept_bytes", format_size(h.kept_bytes)},
                     {"errors", count_text(h.errors)},
-                    {"refusals", count_text(h.refusals)}});
+                    {"refusals", h.refusals ? count_text(*h.refusals) : std::string("-")}});
     const auto &p = s.pages;
     out += fmt::format("\nPage allocator ({}-byte pages, {} node{})\n", s.page_size, p.nodes.size(),
                        p.nodes.size() == 1 ? "" : "s");
