@@ -699,9 +699,12 @@ void free(cache *c, void *obj, const char *op) {
         return; // going on: the object stays where the first free put it
     }
     if (st != kStateAllocated) {
-        report_object(c, slot,
-                      "not an object of this cache, or its metadata overwritten (state word)",
-                      nullptr, 0, 0, 0, op);
+        // An overflow that ran on into the state word broke the red zone first: say so (with
+        // the first bad byte) rather than only that the metadata is gone.
+        if (check_red(c, slot, kRedActive, op, nullptr))
+            report_object(c, slot,
+                          "not an object of this cache, or its metadata overwritten (state word)",
+                          nullptr, 0, 0, 0, op);
         return;
     }
     // The array form of delete for a block of the plain new, or the reverse (op names the
@@ -787,14 +790,17 @@ void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero, tr
 
 void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
                 const char *op, track *tracks) {
-    if (tracks) record_block(&tracks[1]);
+    // The red zone first, before anything else runs: an overflow may have run on over other
+    // blocks, the C library's among them (the stack capture below uses the loader's data).
     size_t len = 0;
     size_t bad = find_bad(obj, size, rz, kRedActive, &len);
     if (bad != SIZE_MAX) {
+        if (tracks) memset(&tracks[1], 0, sizeof(track)); // this free: not recorded yet
         report_block(c, obj, size, "red zone after the object overwritten (overflow)",
                      "right red zone", bad, len, kRedActive, op, tracks);
         memset(obj + size, kRedActive, rz);
     }
+    if (tracks) record_block(&tracks[1]);
     fill_freed_block(obj, size);
     quarantine_push(c, static_cast<char *>(block), bytes);
 }

@@ -206,8 +206,11 @@ unsigned capture_stack(uintptr_t *out, unsigned max, unsigned skip) {
 
 void describe_address(uintptr_t addr, char *buf, size_t size) {
     Dl_info info;
-    // A return address points after its call: look up the byte before it.
-    if (dladdr(reinterpret_cast<void *>(addr - 1), &info) == 0 || !info.dli_fname) {
+    // A return address points after its call: look up the byte before it. Only one that can be
+    // a user-space code address: a report of overwritten metadata may hand us the overwriting
+    // bytes (0x4141414141414141), on which glibc 2.36's dladdr faults.
+    if (addr < 4096 || addr >= (uintptr_t{1} << 47) ||
+        dladdr(reinterpret_cast<void *>(addr - 1), &info) == 0 || !info.dli_fname) {
         snprintf(buf, size, "0x%lx", static_cast<unsigned long>(addr));
         return;
     }

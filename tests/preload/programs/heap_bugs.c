@@ -74,6 +74,12 @@ int main(int argc, char **argv) {
         char *q = launder(malloc(8));
         poke(q, 8, 0, 1);
         free(q);
+    } else if (!strcmp(k, "overflow_1m")) {
+        /* A megabyte written from the end of a small block over its neighbours (and their
+         * metadata: the report must not trust what it finds there). */
+        char *q = launder(malloc(8));
+        memset(launder(q + 8), 0x41, 1 << 20);
+        free(q);
     } else if (!strcmp(k, "overflow8")) {
         poke(p, (long)malloc_usable_size(p), 0, 8);
         free(p);
