@@ -700,8 +700,11 @@ void free(cache *c, void *obj, const char *op) {
     }
     if (st != kStateAllocated) {
         // An overflow that ran on into the state word broke the red zone first: say so (with
-        // the first bad byte) rather than only that the metadata is gone.
-        if (check_red(c, slot, kRedActive, op, nullptr))
+        // the first bad byte) rather than only that the metadata is gone. Only where the slot
+        // is known to be one (a slab's layout said so): SLOB's shared pages cannot tell an
+        // interior pointer from an object, and a repair of its "red zones" would write into
+        // the real object.
+        if (c->debug_fresh || check_red(c, slot, kRedActive, op, nullptr))
             report_object(c, slot,
                           "not an object of this cache, or its metadata overwritten (state word)",
                           nullptr, 0, 0, 0, op);
