@@ -142,6 +142,10 @@ struct relaxed {
 using relaxed_byte = relaxed<uint8_t>;
 static_assert(sizeof(relaxed<uint32_t>) == sizeof(uint32_t));
 
+// cache::free_key of a cache whose frees are not keyed: 0, so that static descriptors (kmalloc's
+// classes) stay in .bss (a nonzero default put 3 MiB of them in .data, mapped from the file).
+inline constexpr uint8_t kNoFreeKey = 0;
+
 struct cache {
     // Hot: read by the design's fast paths and by every free.
     uint32_t size = 0;    // bytes per object slot in a slab
@@ -155,7 +159,8 @@ struct cache {
     uint64_t size_odd_inverse = 0;
     uint64_t size_limit = 0; // (2^64 - 1) / size
     // Hardening (core/hardening.hpp): the key free pointers are stored under (0 when the build
-    // does not obfuscate them), and init on alloc / on free (hardening::init_mode bits; 0 for
+    // does not obfuscate them, but for a keyed cache: its free keys' secret, core/free_key.hpp),
+    // and init on alloc / on free (hardening::init_mode bits; 0 for
     // debug caches, which zero in their own way, and for caches with a constructor).
     uint64_t freelist_secret = 0;
     // Relaxed atomic only because kmalloc's fast path reads it before it knows the class is
@@ -171,6 +176,10 @@ struct cache {
     // design that has shortcuts). Set before the cache is published; in the hot line, in
     // what `init`'s word leaves before the next pointer, for free's one extra load.
     uint8_t shortcut = 0;
+    // Where a free block keeps its double-free key (core/free_key.hpp): its byte offset plus
+    // one, or kNoFreeKey (every cache but kmalloc's and malloc's classes). Set before the class is
+    // published; in the hot line, as every kfree reads it.
+    uint8_t free_key = kNoFreeKey;
 
     void (*ctor)(void *) = nullptr;
     uint32_t object_size = 0; // as created

@@ -43,11 +43,12 @@
 //                        cache (open_static), through the per-slot storage it was opened with
 //                        (nullptr when it cannot serve, the cache not opened yet included: the
 //                        caller then takes its slow path), for kmalloc's classes under malloc;
-//                        alloc_fast(s, slots, on_cpu, on_empty) returns on_cpu() for a thread
-//                        without a slot of its own while the CPUs have slots and on_empty()
-//                        where the two-argument form returns nullptr, so that a caller (the
-//                        malloc family) can make those its own tail calls: its fast path then
-//                        makes no call and needs no stack frame.
+//                        alloc_fast(s, slots, on_cpu, on_empty, on_pop) returns on_cpu() for a
+//                        thread without a slot of its own while the CPUs have slots, on_empty()
+//                        where the two-argument form returns nullptr, and on_pop(obj) for the
+//                        object it popped, so that a caller (the malloc family) can make the
+//                        first two its own tail calls (its fast path then makes no call and
+//                        needs no stack frame) and finish its own objects (free_key::fresh).
 //   alloc_cpu(s, slots)  out of line: the CPU's pop (an rseq critical section) for a thread
 //                        without a slot of its own while the CPUs have slots, or nullptr; what
 //                        alloc_fast calls then, for a caller that has already found the thread

@@ -167,6 +167,14 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
                 report("cannot open %s: %s", name, why ? why : "?");
             return nullptr;
         }
+        // Its blocks' double frees are found by their key (core/free_key.hpp): placed, with its
+        // secret, before the class is published.
+        if constexpr (!own_kmalloc_v<decltype(ops)>) {
+            cache &c = set.caches[i];
+            c.free_key = free_key::place_for(&c);
+            if (!hardening::kFreelistHardened && c.free_key != kNoFreeKey)
+                c.freelist_secret = free_key::secret();
+        }
         // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
             !ops.set_order(&set.caches[i], hot_class_order(set.caches[i].size), &why))
@@ -318,7 +326,9 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)
                                             : cache_for(d, malloc_class_of(size), t);
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
-        return designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
+        void *p =
+            designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
+        return zero ? p : free_key::fresh(c, p);
     }
     if (size > kMaxCacheSize && guard_blocks()) {
         // Guarded while debugging; if the OS refuses more mappings (each guarded block is two),

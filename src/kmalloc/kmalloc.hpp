@@ -33,6 +33,7 @@
 
 #include "base/bits.hpp"
 #include "core/cache.hpp"
+#include "core/free_key.hpp"
 #include "designs/designs.hpp"
 
 #include <array>
@@ -189,8 +190,11 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
                 if (void *e = slots::shortcut(detail::shortcut_entry<T>(i));
                     SLABKIT_LIKELY(e != nullptr)) {
                     if ((p = ops.template pop_shortcut<false>(e)) != nullptr) {
+                        auto &c = detail::set_of<T, decltype(ops)>().caches[i];
                         if (zero)
-                            memset(p, 0, detail::set_of<T, decltype(ops)>().caches[i].object_size);
+                            memset(p, 0, c.object_size);
+                        else
+                            free_key::fresh(&c, p);
                         return true;
                     }
                 }
@@ -202,39 +206,12 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             // Init on alloc (core/hardening.hpp) is a zeroing allocation.
             p = ops.alloc(&set.caches[i],
                           zero || (init_bits(&set.caches[i]) & hardening::kInitOnAlloc) != 0);
+            if (!zero) free_key::fresh(&set.caches[i], p);
             return true;
         });
         if (SLABKIT_LIKELY(open)) return p;
     }
     return detail::alloc_slow(d, T, size, zero, node);
-}
-
-// The fast path alone: an object of size's class from the calling slot's own store (SLQB's
-// queue, SLUB's per-slot freelist), or nullptr (size 0 or above the caches, the class not open
-// yet, nothing there) - alloc() then does the rest. For callers with their own slow path
-// (malloc), whose fast path then needs no frame.
-//
-// It reads the class's static per-slot storage directly (its address is a constant plus the
-// class index, where the descriptor's pointer to it would be one more dependent load) and needs
-// no open check: a class not opened yet has no per-slot structure, so its slot entries are null.
-//
-// The class's gate word (core/cache.hpp) is its one test: open, the cache is plain (no init
-// on alloc to do, not debugged, one node).
-template <class_table T = class_table::kernel>
-SLABKIT_ALWAYS_INLINE void *alloc_fast(design d, size_t size) {
-    if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
-        unsigned i = index_of<T>(size);
-        return designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE -> void * {
-            using D = decltype(ops);
-            auto &set = detail::set_of<T, D>();
-            // Init on alloc (core/hardening.hpp), a debug cache, a design without gated paths
-            // (SLOB) or a class not opened yet: the slow path.
-            if (SLABKIT_UNLIKELY(gate_word(&set.caches[i]) != gate_open_word(D::kind)))
-                return nullptr;
-            return ops.alloc_fast(&set.caches[i], &set.slots[i]);
-        });
-    }
-    return nullptr;
 }
 
 namespace detail {
@@ -246,7 +223,7 @@ SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
                                        void *(*fallback)(size_t)) {
     void *p = designs::visit(d, [&](auto ops) -> void * {
         auto &set = detail::set_of<T, decltype(ops)>();
-        return ops.alloc_cpu(&set.caches[i], &set.slots[i]);
+        return free_key::fresh(&set.caches[i], ops.alloc_cpu(&set.caches[i], &set.slots[i]));
     });
     return p ? p : fallback(size);
 }
@@ -263,6 +240,8 @@ SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
 // that has shortcuts (open_class), so one compare of the process's design replaces the switch.
 template <class_table T>
 SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallback)(size_t)) {
+    // The malloc table's classes are keyed whenever their gate is open (free_key::fresh).
+    static_assert(T == class_table::malloc);
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize)) {
         // size_t: the class byte is zero-extended once, and its entry's +1 is a displacement.
         const size_t i = index_of<T>(size);
@@ -275,7 +254,7 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
                               : nullptr;
                 SLABKIT_LIKELY(e != nullptr)) {
                 if (void *p = designs::shortcut_design::pop_shortcut(e); SLABKIT_LIKELY(p))
-                    return p;
+                    return free_key::fresh(p);
                 return fallback(size);
             }
         }
@@ -287,15 +266,19 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
             return ops.alloc_fast(
                 &set.caches[i], &set.slots[i],
                 [&]() SLABKIT_LAMBDA_INLINE {
+                    // (The fallback's block is fresh already; its second clearing is cheap
+                    // beside the CPU's section.)
                     if constexpr (requires {
                                       D::alloc_cpu_or(&set.caches[i], &set.slots[i], size,
                                                       fallback);
                                   })
-                        return D::alloc_cpu_or(&set.caches[i], &set.slots[i], size, fallback);
+                        return free_key::fresh(
+                            D::alloc_cpu_or(&set.caches[i], &set.slots[i], size, fallback));
                     else
                         return detail::alloc_on_cpu_or<T>(d, i, size, fallback);
                 },
-                [&]() SLABKIT_LAMBDA_INLINE { return fallback(size); });
+                [&]() SLABKIT_LAMBDA_INLINE { return fallback(size); },
+                [](void *p) SLABKIT_LAMBDA_INLINE { return free_key::fresh(p); });
         });
     }
     return fallback(size);
@@ -324,6 +307,8 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
             // entry number is 0, whose entry is always null. After the gate, not before: the
             // other designs' frees paid 0.5 ns for the entry's load and test (SLUB's and SLAB's
             // malloc pairs, 4.3-4.6 to 4.8-5.1 ns).
+            // Every double free of a keyed class's block (core/free_key.hpp).
+            if (SLABKIT_UNLIKELY(!free_key::mark(s, p, caller))) return;
             if constexpr (shortcut_v<decltype(ops)>) {
                 if (void *e = slots::shortcut(s->shortcut); SLABKIT_LIKELY(e != nullptr))
                     return ops.push_shortcut(s, e, p);

@@ -56,6 +56,8 @@ SLABKIT_ALWAYS_INLINE void *calloc(size_t n, size_t size) {
                        total - 1 < kmalloc::kMaxCacheSize)) {
         // The block from the fast path, zeroed here: a zeroing allocation would take every
         // design's slow path (SLUB's calloc pair took 237 instructions, 146 this way).
+        // (The block's key word is cleared by the allocation: `total` may be below it, and
+        // SLOB's blocks may end before 16 bytes.)
         void *p = kmalloc::alloc<kMallocTable>(process_design(), total, false, kAnyNode);
         if (SLABKIT_LIKELY(p != nullptr)) return memset(p, 0, total);
     }

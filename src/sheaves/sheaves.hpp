@@ -289,9 +289,9 @@ void free_to_cpu_sheaf(sheaves_cache *s, page *pg, void *obj);
 // yet). `cpu_sheaves` is s->cpu_sheaves, or the static array a static cache was opened with
 // (kmalloc's classes). on_cpu() serves a thread without a slot of its own while the CPUs have
 // slots, on_empty() the rest (core/design.hpp, alloc_fast).
-template <class OnCpu, class OnEmpty>
+template <class OnCpu, class OnEmpty, class OnPop>
 SLABKIT_ALWAYS_INLINE void *alloc_from_pcs(const std::atomic<sheaves_cpu *> *cpu_sheaves,
-                                           OnCpu &&on_cpu, OnEmpty &&on_empty) {
+                                           OnCpu &&on_cpu, OnEmpty &&on_empty, OnPop &&on_pop) {
     sheaves_cpu *pcs = cpu_sheaves[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_UNLIKELY(pcs == nullptr)) return slots::on_cpu_slot() ? on_cpu() : on_empty();
     sheaf *main = pcs->main;
@@ -300,12 +300,13 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_pcs(const std::atomic<sheaves_cpu *> *cpu
     // The top is the object freed last: the hot end.
     main->size = n - 1;
     pcs->stats[ALLOC_FASTPATH].add();
-    return main->objects()[n - 1];
+    return on_pop(main->objects()[n - 1]);
 }
 SLABKIT_ALWAYS_INLINE void *alloc_from_pcs(const std::atomic<sheaves_cpu *> *cpu_sheaves) {
     return alloc_from_pcs(
         cpu_sheaves, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_sheaf(cpu_sheaves); },
-        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; },
+        [](void *obj) SLABKIT_LAMBDA_INLINE { return obj; });
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops and clears it).
@@ -403,10 +404,11 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(sheaves_cache *, const slot_storage *slots) {
         return sheaves::alloc_from_pcs(slots->data());
     }
-    template <class OnCpu, class OnEmpty>
+    template <class OnCpu, class OnEmpty, class OnPop>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(sheaves_cache *, const slot_storage *slots,
-                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
-        return sheaves::alloc_from_pcs(slots->data(), on_cpu, on_empty);
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty,
+                                                  OnPop &&on_pop) {
+        return sheaves::alloc_from_pcs(slots->data(), on_cpu, on_empty, on_pop);
     }
     static void *alloc_cpu(sheaves_cache *, const slot_storage *slots) {
         return sheaves::alloc_from_cpu_sheaf(slots->data());

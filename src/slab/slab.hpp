@@ -335,9 +335,9 @@ void free_to_cpu_array(slab_kmem_cache *s, page *pg, void *obj);
 // classes), whose address the caller knows without loading it from the descriptor.
 // on_cpu() serves a thread without a slot of its own while the CPUs have slots, on_empty() the
 // rest (core/design.hpp, alloc_fast).
-template <class OnCpu, class OnEmpty>
+template <class OnCpu, class OnEmpty, class OnPop>
 SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache,
-                                             OnCpu &&on_cpu, OnEmpty &&on_empty) {
+                                             OnCpu &&on_cpu, OnEmpty &&on_empty, OnPop &&on_pop) {
     slab_cpu *c = cpu_cache[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_UNLIKELY(c == nullptr)) return slots::on_cpu_slot() ? on_cpu() : on_empty();
     uint32_t avail = c->ac.count();
@@ -346,12 +346,13 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_
     c->ac.set_count(avail - 1);
     c->ac.touched = 1;
     c->stats[ALLOCHIT].add();
-    return c->entry()[avail - 1];
+    return on_pop(c->entry()[avail - 1]);
 }
 SLABKIT_ALWAYS_INLINE void *alloc_from_array(const std::atomic<slab_cpu *> *cpu_cache) {
     return alloc_from_array(
         cpu_cache, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_array(cpu_cache); },
-        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; },
+        [](void *obj) SLABKIT_LAMBDA_INLINE { return obj; });
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the array and clears it).
@@ -447,10 +448,11 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slab_kmem_cache *, const slot_storage *slots) {
         return slab::alloc_from_array(slots->data());
     }
-    template <class OnCpu, class OnEmpty>
+    template <class OnCpu, class OnEmpty, class OnPop>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slab_kmem_cache *, const slot_storage *slots,
-                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
-        return slab::alloc_from_array(slots->data(), on_cpu, on_empty);
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty,
+                                                  OnPop &&on_pop) {
+        return slab::alloc_from_array(slots->data(), on_cpu, on_empty, on_pop);
     }
     static void *alloc_cpu(slab_kmem_cache *, const slot_storage *slots) {
         return slab::alloc_from_cpu_array(slots->data());

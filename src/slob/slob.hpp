@@ -164,8 +164,9 @@ struct ops {
     static void fork_cache(slob_cache *s, fork_op op) { slob::fork_cache(s, op); }
     static void *alloc(slob_cache *s, bool zero) { return slob::alloc(s, kAnyNode, zero); }
     static void *alloc_fast(slob_cache *, const slot_storage *) { return nullptr; }
-    template <class OnCpu, class OnEmpty>
-    static void *alloc_fast(slob_cache *, const slot_storage *, OnCpu &&, OnEmpty &&on_empty) {
+    template <class OnCpu, class OnEmpty, class OnPop>
+    static void *alloc_fast(slob_cache *, const slot_storage *, OnCpu &&, OnEmpty &&on_empty,
+                            OnPop &&) {
         return on_empty();
     }
     static void *alloc_cpu(slob_cache *, const slot_storage *) { return nullptr; }

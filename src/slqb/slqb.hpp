@@ -384,12 +384,12 @@ void free_to_cpu_queue(slqb_cache *s, page *pg, void *obj);
 // classes), whose address the caller knows without loading it from the descriptor. on_cpu()
 // serves a thread without a slot of its own while the CPUs have slots, on_empty() the rest
 // (core/design.hpp, alloc_fast).
-template <class OnCpu, class OnEmpty>
+template <class OnCpu, class OnEmpty, class OnPop>
 SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s, const std::atomic<slqb_cpu *> *cpu_slab,
-                                             OnCpu &&on_cpu, OnEmpty &&on_empty) {
+                                             OnCpu &&on_cpu, OnEmpty &&on_empty, OnPop &&on_pop) {
     slqb_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
-        if (void *obj = pop_from_queue(s, c); SLABKIT_LIKELY(obj != nullptr)) return obj;
+        if (void *obj = pop_from_queue(s, c); SLABKIT_LIKELY(obj != nullptr)) return on_pop(obj);
         return on_empty();
     }
     if (slots::on_cpu_slot()) return on_cpu();
@@ -399,7 +399,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_queue(slqb_cache *s,
                                              const std::atomic<slqb_cpu *> *cpu_slab) {
     return alloc_from_queue(
         s, cpu_slab, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_queue(s, cpu_slab); },
-        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; },
+        [](void *obj) SLABKIT_LAMBDA_INLINE { return obj; });
 }
 
 // Allocates one object (zeroed when `zero`); nullptr when memory is short.
@@ -490,10 +491,11 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots) {
         return slqb::alloc_from_queue(s, slots->data());
     }
-    template <class OnCpu, class OnEmpty>
+    template <class OnCpu, class OnEmpty, class OnPop>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slqb_cache *s, const slot_storage *slots,
-                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
-        return slqb::alloc_from_queue(s, slots->data(), on_cpu, on_empty);
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty,
+                                                  OnPop &&on_pop) {
+        return slqb::alloc_from_queue(s, slots->data(), on_cpu, on_empty, on_pop);
     }
     static void *alloc_cpu(slqb_cache *s, const slot_storage *slots) {
         return slqb::alloc_from_cpu_queue(s, slots->data());

@@ -245,9 +245,9 @@ void free_to_cpu_freelist(slub_cache *s, page *pg, void *obj);
 // classes), whose address the caller knows without loading it from the descriptor. on_cpu()
 // serves a thread without a slot of its own while the CPUs have slots, on_empty() the rest
 // (core/design.hpp, alloc_fast).
-template <class OnCpu, class OnEmpty>
+template <class OnCpu, class OnEmpty, class OnPop>
 SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab,
-                                           OnCpu &&on_cpu, OnEmpty &&on_empty) {
+                                           OnCpu &&on_cpu, OnEmpty &&on_empty, OnPop &&on_pop) {
     slub_cpu *c = cpu_slab[slots::index()].load(std::memory_order_relaxed);
     if (SLABKIT_LIKELY(c != nullptr)) {
         void *obj = c->freelist;
@@ -255,7 +255,7 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub
             // The pop touches only this slot's structure and the object itself.
             c->freelist = get_freepointer(s, obj);
             c->stats[ALLOC_FASTPATH].add();
-            return obj;
+            return on_pop(obj);
         }
         return on_empty();
     }
@@ -265,7 +265,8 @@ SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub
 SLABKIT_ALWAYS_INLINE void *alloc_from_cpu(slub_cache *s, const std::atomic<slub_cpu *> *cpu_slab) {
     return alloc_from_cpu(
         s, cpu_slab, [&]() SLABKIT_LAMBDA_INLINE { return alloc_from_cpu_freelist(s, cpu_slab); },
-        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; });
+        []() SLABKIT_LAMBDA_INLINE -> void * { return nullptr; },
+        [](void *obj) SLABKIT_LAMBDA_INLINE { return obj; });
 }
 
 // Allocates one object (zeroed when `zero`: the slow path pops the slot's freelist and clears
@@ -356,10 +357,11 @@ struct ops {
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots) {
         return slub::alloc_from_cpu(s, slots->data());
     }
-    template <class OnCpu, class OnEmpty>
+    template <class OnCpu, class OnEmpty, class OnPop>
     SLABKIT_ALWAYS_INLINE static void *alloc_fast(slub_cache *s, const slot_storage *slots,
-                                                  OnCpu &&on_cpu, OnEmpty &&on_empty) {
-        return slub::alloc_from_cpu(s, slots->data(), on_cpu, on_empty);
+                                                  OnCpu &&on_cpu, OnEmpty &&on_empty,
+                                                  OnPop &&on_pop) {
+        return slub::alloc_from_cpu(s, slots->data(), on_cpu, on_empty, on_pop);
     }
     static void *alloc_cpu(slub_cache *s, const slot_storage *slots) {
         return slub::alloc_from_cpu_freelist(s, slots->data());

@@ -48,6 +48,17 @@ int main(int argc, char **argv) {
         free(p);
         churn(2000);
         free(p);
+    } else if (!strncmp(k, "double_free_interleaved", 23)) {
+        /* free(a); free(b); free(a): a is not its list's first free block the second time.
+         * double_free_interleaved_<size>, 8 bytes by default. */
+        size_t size = k[23] == '_' ? (size_t)atol(k + 24) : 8;
+        char *a = launder(malloc(size));
+        char *b = launder(malloc(size));
+        poke(a, 0, 1, size);
+        poke(b, 0, 2, size);
+        free(a);
+        free(b);
+        free(a);
     } else if (!strcmp(k, "double_free_page")) {
         char *b = launder(malloc(64 * 1024));
         free(b);
