@@ -396,8 +396,15 @@ void detail::free_slow(void *p, const char *caller) {
                 return designs::visit(c, [&](auto ops, auto *s) {
                     if constexpr (own_kmalloc_v<decltype(ops)>) {
                         return ops.kfree(s, pg, p, caller);
-                    } else if (init_bits(s) & hardening::kInitOnFree) {
-                        memset(p, 0, s->object_size);
+                    } else {
+                        // A keyed class's double free (core/free_key.hpp); under init on free
+                        // the key is stored again after the zeroing (the second mark finds
+                        // zeros, not a key).
+                        if (!free_key::mark(s, p, caller)) return;
+                        if (init_bits(s) & hardening::kInitOnFree) {
+                            memset(p, 0, s->object_size);
+                            free_key::mark(s, p, caller);
+                        }
                     }
                     ops.free_to_slab(s, pg, p);
                 });

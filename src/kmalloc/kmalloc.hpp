@@ -326,6 +326,9 @@ SLABKIT_ALWAYS_INLINE void free(void *p, const char *caller = "kfree") {
                     // itself and reports one it does not know, naming the caller.
                     return ops.kfree(s, pg, p, caller);
                 } else {
+                    // A keyed class whose gate is closed (more than one node) checks its key
+                    // as above; a debugged class has none.
+                    if (SLABKIT_UNLIKELY(!free_key::mark(s, p, caller))) return;
                     ops.free_to_slab(s, pg, p);
                 }
             });
