@@ -451,8 +451,10 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
     debug::track *tracks = hi.tracked ? tracks_of_block(h) : nullptr;
     switch (hi.kind) {
     case header_kind::none:
+        // (A freed block's header check is cleared: a second free of it lands here.)
         report_bad_free(op, nullptr, obj,
-                        "not a kmalloc block of a SLOB page (no valid size header before it)");
+                        "not a kmalloc block of a SLOB page (no valid size header before it: "
+                        "already freed, or never handed out)");
         return;
     case header_kind::quarantined:
         return debug::block_double_free(&g_arena, static_cast<char *>(obj), h->size, op, tracks);
