@@ -1,4 +1,4 @@
-// free_key.cpp - the default double-free check's secret, placement and report (free_key.hpp).
+// free_key.cpp - the default double-free check's switch, placement and report (free_key.hpp).
 #include "core/free_key.hpp"
 
 #include "core/report.hpp"
@@ -7,21 +7,6 @@
 #include <atomic>
 
 namespace slabkit::free_key {
-
-namespace {
-// Drawn at the first keyed class's opening (under kmalloc's open lock; racing first users may
-// draw twice, and the first store wins).
-constinit std::atomic<uint64_t> g_secret{0};
-} // namespace
-
-uint64_t secret() {
-    uint64_t s = g_secret.load(std::memory_order_relaxed);
-    if (s != 0) return s;
-    uint64_t drawn = platform::random_u64() | 1; // never 0, the "not drawn" mark
-    uint64_t expected = 0;
-    if (g_secret.compare_exchange_strong(expected, drawn, std::memory_order_relaxed)) return drawn;
-    return expected;
-}
 
 bool enabled() {
     // (No function-local static: its guard would need the C++ runtime, which the malloc

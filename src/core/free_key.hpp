@@ -5,8 +5,9 @@
 // A block of a keyed cache (free_key != kNoFreeKey: kmalloc's and malloc's classes of 16 bytes
 // and more, whatever their design but SLOB, which finds a double free from its page's free
 // blocks) gets, when freed, its key in the word beside its free pointer: the cache's secret
-// (cache::freelist_secret, random per process) xor-ed with the block's address. A free that finds
-// that value there is a double free, reported naming the call, and the block is left alone. Every
+// (cache::freelist_secret: hardening::cache_key, random per process and cache) xor-ed with the
+// block's address. A free that finds that value there is a double free, reported naming the
+// call, and the block is left alone. Every
 // allocation of a keyed cache's block clears the key's and the free pointer's words (fresh below),
 // so a block handed out again never shows a key, nor a heap address in its free pointer's word.
 //
@@ -24,11 +25,6 @@
 #include <cstdint>
 
 namespace slabkit::free_key {
-
-// Draws the process's secret once (getrandom; never 0) and gives it: the secret of a keyed
-// cache's free keys (cache::freelist_secret) where the build does not obfuscate free pointers;
-// where it does, a keyed cache uses its own free-pointer secret.
-uint64_t secret();
 
 // SLABKIT_FREE_KEY (read once; default 1): 0 leaves kmalloc's classes unkeyed (their fresh blocks
 // are still cleared), for the last 0.3 ns of the array designs' malloc pair (docs/debug.md).

@@ -34,9 +34,12 @@ constinit std::atomic<int> g_init{-1};
 
 } // namespace
 
-uint64_t cache_secret(const void *cache_descriptor) {
-    if (!kFreelistHardened) return 0;
+uint64_t cache_key(const void *cache_descriptor) {
     return mix(process_secret() ^ reinterpret_cast<uintptr_t>(cache_descriptor));
+}
+
+uint64_t cache_secret(const void *cache_descriptor) {
+    return kFreelistHardened ? cache_key(cache_descriptor) : 0;
 }
 
 uint64_t new_slab_seed() {

@@ -24,8 +24,11 @@ namespace slabkit::hardening {
 // makes non-canonical.
 inline constexpr bool kFreelistHardened = SLABKIT_FREELIST_HARDENED != 0;
 
-// A secret for one cache's free pointers: random per process (getrandom, read once) and per
-// cache (mixed with the descriptor's address). Zero when the build does not obfuscate.
+// A secret for one cache: random per process (getrandom, read once) and per cache (mixed with
+// the descriptor's address), in every build; never the same for two descriptors of one process.
+uint64_t cache_key(const void *cache_descriptor);
+// The secret of one cache's free pointers: cache_key, or zero when the build does not
+// obfuscate them.
 uint64_t cache_secret(const void *cache_descriptor);
 
 // SLABKIT_FREELIST_RANDOM (default: see docs/debug.md): whether new slabs link their objects in

@@ -173,7 +173,7 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
             cache &c = set.caches[i];
             c.free_key = free_key::place_for(&c);
             if (!hardening::kFreelistHardened && c.free_key != kNoFreeKey)
-                c.freelist_secret = free_key::secret();
+                c.freelist_secret = hardening::cache_key(&c);
         }
         // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
