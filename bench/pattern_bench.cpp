@@ -26,6 +26,10 @@
 //                  between 0 and 5, times 1 MiB; rounded to 4 KiB), every page written: 200
 //                  mallocs [20], the first 4 fill the slots, each later one replaces a random
 //                  slot's block (checked and freed first).
+//   large-256k     one 256 KiB block at a time (a page block above the per-slot lists' orders),
+//                  as large-fixed, 20000 times [10]. mid-random   up to 8 live blocks of 64 KiB
+//                  to 1 MiB, log-uniform, every page written: 20000 mallocs [20], as
+//                  large-random (page blocks of orders 4 to 8).
 //   store          an in-memory key-value store: 200,000 keys [1,000], each value one malloc of
 //                  1040 B (a 16 B header: key, length, version; then a 1024 B payload, written
 //                  whole), kept in a vector indexed by key; filled, then 1,000,000 updates
@@ -397,13 +401,14 @@ outcome large_repeat(const options &opt, size_t size, double base) {
     return o;
 }
 
-outcome large_random(const options &opt) {
-    constexpr size_t kLive = 4;
-    const uint64_t ops = scaled(200, opt.scale, 20);
+// Up to live_max live blocks of `smallest` to 2^doublings times it (log-uniform, whole pages).
+outcome large_random(const options &opt, size_t live_max, size_t smallest, double doublings,
+                     double base_ops) {
+    const uint64_t ops = scaled(base_ops, opt.scale, 20);
     rng r(opt.seed);
     const size_t page = page_size();
     auto size = [&] {
-        const double bytes = std::exp2(r.unit() * 5.0) * (1 << 20); // 1..32 MiB, log-uniform
+        const double bytes = std::exp2(r.unit() * doublings) * static_cast<double>(smallest);
         return std::max(page, static_cast<size_t>(bytes) / page * page);
     };
     std::vector<block> live;
@@ -411,11 +416,11 @@ outcome large_random(const options &opt) {
     for (uint64_t i = 0; i < ops; ++i) {
         const size_t bytes = size();
         const auto tag = static_cast<uint8_t>(r.next());
-        if (live.size() < kLive) {
+        if (live.size() < live_max) {
             live.push_back(make_block(bytes, tag));
             continue;
         }
-        block &victim = live[r.next() % kLive];
+        block &victim = live[r.next() % live_max];
         o.checksum += check_and_free(victim);
         victim = make_block(bytes, tag);
     }
@@ -761,7 +766,13 @@ const std::vector<pattern> &patterns() {
         {"large-random",
          "up to 4 live blocks of 1..32 MiB (log-uniform), every page written; "
          "200 mallocs",
-         large_random},
+         [](const options &o) { return large_random(o, 4, size_t{1} << 20, 5.0, 200); }},
+        {"large-256k", "256 KiB malloc, every page written, free; 20000 times",
+         [](const options &o) { return large_repeat(o, size_t{256} << 10, 20000); }},
+        {"mid-random",
+         "up to 8 live blocks of 64 KiB..1 MiB (log-uniform), every page written; "
+         "20000 mallocs",
+         [](const options &o) { return large_random(o, 8, size_t{64} << 10, 4.0, 20000); }},
         {"store", "key-value store: 200k values of 1040 B, then 1M random updates", store},
         {"server",
          "2000 batches, each a new thread: 64 requests of 64..1024 B from the main thread, a "

@@ -100,6 +100,71 @@ bool in_region(uintptr_t a) {
     return a >= g_base && a < g_end;
 }
 
+// Freed blocks of the region are write-protected while they are free, as the page allocator's
+// large blocks are (page_allocator_config::protect_freed, SLABKIT_PROTECT_FREED): a write after
+// free faults instead of reaching the block that reuses the range; kept ranges stay readable.
+// Under kProtectUntilReuse a block is protected while its size is above g_protect_above, which
+// each reuse of a protected range raises to that block's size, up to kProtectAlwaysAbove: a
+// program that cycles blocks of a size stops paying two protection changes (6 us) a cycle,
+// as glibc's mmap threshold rises to a size it saw freed, to at most 32 MiB. Blocks above that
+// are always protected: touching their pages costs far more. Under g_lock.
+constexpr size_t kProtectAlwaysAbove = size_t{32} << 20;
+size_t g_protect_above = 0;
+// The protected parts of the free ranges (the extent map does not split by protection). At most
+// kProtectedMax: a free that finds no room leaves its block writable.
+struct protected_range {
+    uintptr_t addr;
+    size_t size;
+};
+constexpr unsigned kProtectedMax = 64;
+protected_range g_protected[kProtectedMax];
+unsigned g_protected_count = 0;
+
+uint8_t protect_mode() {
+    return page_allocator::global().settings().protect_freed;
+}
+// [at, at+size) becomes part of the free ranges. Best effort: when the OS refuses (its limit on
+// mappings) or the list is full the range stays writable, as without the option.
+void protect_freed(uintptr_t at, size_t size) {
+    const uint8_t mode = protect_mode();
+    if (mode == kProtectOff || g_protected_count == kProtectedMax) return;
+    if (mode == kProtectUntilReuse && size <= g_protect_above) return;
+    if (!platform::protect_read(reinterpret_cast<void *>(at), size).ok()) return;
+    g_protected[g_protected_count++] = {at, size};
+}
+// [at, at+size), taken from the free ranges, made writable where any part of it was protected:
+// one call for the whole span. The protected ranges it covers in part keep their other parts.
+// False when the OS refuses (nothing changed).
+bool unprotect_taken(uintptr_t at, size_t size) {
+    if (g_protected_count == 0) return true; // the common case once blocks are reused
+    const uintptr_t end = at + size;
+    bool overlaps = false;
+    for (unsigned i = 0; i < g_protected_count && !overlaps; ++i)
+        overlaps = g_protected[i].addr < end && at < g_protected[i].addr + g_protected[i].size;
+    if (!overlaps) return true;
+    if (!platform::commit(reinterpret_cast<void *>(at), size).ok()) return false;
+    if (protect_mode() == kProtectUntilReuse && size > g_protect_above)
+        g_protect_above = size < kProtectAlwaysAbove ? size : kProtectAlwaysAbove;
+    for (unsigned i = 0; i < g_protected_count;) {
+        const protected_range r = g_protected[i];
+        const uintptr_t r_end = r.addr + r.size;
+        if (!(r.addr < end && at < r_end)) {
+            ++i;
+            continue;
+        }
+        // What is left of it before and after the span stays protected.
+        g_protected[i] = g_protected[--g_protected_count];
+        if (r.addr < at) g_protected[g_protected_count++] = {r.addr, at - r.addr};
+        if (r_end > end) {
+            if (g_protected_count < kProtectedMax)
+                g_protected[g_protected_count++] = {end, r_end - end};
+            else
+                platform::commit(reinterpret_cast<void *>(end), r_end - end); // no room: writable
+        }
+    }
+    return true;
+}
+
 void sync_kept() {
     g_kept_bytes.store(g_free.dirty_bytes(), std::memory_order_relaxed);
 }
@@ -197,6 +262,10 @@ uintptr_t carve(size_t whole, size_t align, bool *old_bytes) {
         if (at + whole <= g_top || raise_top(at + whole)) {
             if (g_top > old_top) g_free.add(old_top, g_top - old_top, false, 0);
             if (g_free.take_span(at, whole)) {
+                if (!unprotect_taken(at, whole)) {
+                    g_free.add(at, whole, dirty != 0, platform::now_coarse_ms());
+                    return 0; // the caller maps a block of its own
+                }
                 *old_bytes = dirty != 0;
                 return at;
             }
@@ -461,6 +530,7 @@ void *resize(void *p, size_t size) {
                 // The tail joins the free ranges, kept (its pages go when the bounds say so).
                 if (!g_free.add(a + whole, old - whole, true, platform::now_coarse_ms()))
                     return nullptr; // no room to record it: the caller copies
+                protect_freed(a + whole, old - whole);
                 e->size = whole;
                 g_mapped.fetch_sub(old - whole, std::memory_order_relaxed);
                 clean_to(budget());
@@ -469,7 +539,7 @@ void *resize(void *p, size_t size) {
             // In place when what follows is free, or is the top.
             const uintptr_t end = a + old, want = a + whole;
             const int next = g_free.starting_at(end);
-            bool grown = false;
+            bool grown = false, fresh = false;
             if (next >= 0 && g_free[static_cast<unsigned>(next)].end() >= want) {
                 grown = g_free.take_span(end, whole - old);
             } else if (next >= 0 && g_free[static_cast<unsigned>(next)].end() == g_top) {
@@ -480,6 +550,12 @@ void *resize(void *p, size_t size) {
                 }
             } else if (next < 0 && end == g_top) {
                 grown = raise_top(want);
+                fresh = true;
+            }
+            if (grown && !fresh && !unprotect_taken(end, want - end)) {
+                // The OS would not make the free range writable: give it back, and move.
+                g_free.add(end, want - end, true, platform::now_coarse_ms());
+                grown = false;
             }
             if (grown) {
                 // Kept bytes taken over hold old contents; realloc promises nothing past the old
@@ -504,7 +580,9 @@ void *resize(void *p, size_t size) {
             // A fresh mapping has none of the region's advice: ask again (and the range merges
             // back into its neighbours' mapping).
             if (g_huge.load(std::memory_order_relaxed)) platform::huge_pages(p, old);
-            g_free.add(a, old, false, 0); // lost to the region if the map is full
+            // Lost to the region if the map is full; else the moved block's old address is
+            // protected like a freed block's.
+            if (g_free.add(a, old, false, 0)) protect_freed(a, old);
             e->addr = kTombstone;
             e->size = 0;
             if (!insert(reinterpret_cast<void *>(to), whole))
@@ -577,6 +655,8 @@ bool free(void *p) {
                 // No room in the map: the pages go back, the address space is lost to the
                 // region (it stays reserved, unused).
                 platform::decommit(p, size);
+            } else {
+                protect_freed(a, size); // a write after free faults
             }
             // The newest stays: the oldest kept memory makes room first.
             clean_to(room);
@@ -602,6 +682,18 @@ uint64_t retained_bytes() {
 uint64_t retained_blocks() {
     platform::lock_guard guard(g_lock);
     return g_free.dirty_count();
+}
+
+unsigned protected_ranges() {
+    platform::lock_guard guard(g_lock);
+    return g_protected_count;
+}
+
+size_t protected_above() {
+    const uint8_t mode = protect_mode();
+    if (mode == kProtectOff) return ~size_t{0};
+    platform::lock_guard guard(g_lock);
+    return mode == kProtectAlways ? 0 : g_protect_above;
 }
 
 bool region_huge_pages() {

@@ -75,5 +75,9 @@ uint64_t region_bytes();
 bool region_huge_pages();
 // The retain budget in bytes (SLABKIT_LARGE_RETAIN_MB).
 uint64_t retain_budget();
+// Write-protected free ranges (SLABKIT_PROTECT_FREED): how many, and the size a freed block must
+// be above to be protected now (raised by reuse under the default mode; ~0 when off).
+unsigned protected_ranges();
+size_t protected_above();
 
 } // namespace slabkit::large

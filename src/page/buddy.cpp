@@ -1,6 +1,7 @@
 // buddy.cpp - the buddy free lists of a zone: take a block (splitting larger ones), put a block
 // back (merging it with its free buddy as far as it goes), and grow a node by a chunk.
 #include "page/dirty_bitmap.hpp"
+#include "page/readonly_bitmap.hpp"
 #include "page/page_allocator.hpp"
 
 #include <cerrno>
@@ -77,7 +78,8 @@ page *page_allocator::carve_fresh(zone &z) {
 // Removes a block of exactly `order` from the zone, splitting a larger one if needed; the
 // halves split off go back to the free lists. Dirty blocks (warm memory) are preferred at any
 // order over clean ones. Called with z.lock held; nullptr when the zone has no block that big.
-page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
+page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now,
+                                platform::os_status *os_error) {
     page *pg = nullptr;
     unsigned found = order;
     for (unsigned pass = 0; pass < 2 && !pg; ++pass)
@@ -121,6 +123,25 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now) {
         dirty -= given_dirty;
     }
     pg = pfn_to_page(c, pfn);
+    // Pages write-protected at a free (protect_freed) are made writable again, all at once: one
+    // system call, under the lock, so that no other thread sees the block half protected. A
+    // block split off a protected one keeps its bits and its protection until it is taken.
+    if (cfg_.protect_freed != kProtectOff && readonly_count(c, pfn, order) != 0) {
+        platform::os_status st = platform::commit(page_to_virt(pg), kPageSize << order);
+        if (SLABKIT_UNLIKELY(!st.ok())) {
+            // Back to the free lists as it was (still protected); the caller fails.
+            if (os_error) *os_error = st;
+            z.free_pages += size_t{1} << order;
+            z.free_resident += dirty;
+            merge_and_link(z, pg, order, now, false);
+            return nullptr;
+        }
+        z.readonly_pages -= readonly_count(c, pfn, order);
+        readonly_fill(c, pfn, order, false);
+        // The program wants blocks of this size again: from now on they stay writable.
+        if (cfg_.protect_freed == kProtectUntilReuse && order >= protect_order())
+            protect_order_.store(order + 1, std::memory_order_relaxed);
+    }
     // From now on the block counts as resident while it is out and after it comes back.
     dirty_fill(c, pfn, order, true);
     pg->set_state(PG_head | order);

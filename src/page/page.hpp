@@ -5,13 +5,13 @@
 // pages for use:
 //
 //   chunk base                                                   base + kChunkSize
-//   | header | dirty bitmap | ... descriptors (64 B per page) ... | pages for use ........... |
+//   | header | dirty bitmap | read-only bitmap | ... descriptors (64 B per page) ... | pages |
 //   |<----------- kMetaPages pages (16 MiB for a 1 GiB chunk) ---->|
 //
 // The descriptor of page i of the chunk is the i-th 64-byte record from the chunk base, so
 // virt_to_page and page_to_virt are a mask, a shift and an add, and a descriptor's own address
 // tells which chunk it is in. The records of the metadata pages themselves are never used as
-// descriptors; the header and the dirty bitmap live in their place.
+// descriptors; the header and the two bitmaps live in their place.
 //
 // A global map with one byte per possible chunk (47-bit address space / 1 GiB = 128 Ki bytes of
 // zero-filled static memory, of which only the touched page is resident) answers "is this
@@ -124,8 +124,10 @@ inline constexpr size_t kUsablePages = kPagesPerChunk - kMetaPages;
 // The dirty bitmap (one bit per page: "may be resident") sits right after the header.
 inline constexpr size_t kDirtyBitmapOffset = 4096;
 inline constexpr size_t kDirtyBitmapWords = kPagesPerChunk / 64;
-static_assert(kDirtyBitmapOffset + kDirtyBitmapWords * 8 <= kMetaPages * sizeof(page),
-              "header and bitmap fit in the unused descriptors of the metadata pages");
+// The read-only bitmap (one bit per page: "write-protected while free") right after it.
+inline constexpr size_t kReadOnlyBitmapOffset = kDirtyBitmapOffset + kDirtyBitmapWords * 8;
+static_assert(kReadOnlyBitmapOffset + kDirtyBitmapWords * 8 <= kMetaPages * sizeof(page),
+              "header and bitmaps fit in the unused descriptors of the metadata pages");
 static_assert(kMetaPages % (size_t{1} << kMaxOrder) == 0, "usable pages start max-order aligned");
 
 namespace detail {

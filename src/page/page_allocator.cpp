@@ -3,6 +3,7 @@
 #include "page/page_allocator.hpp"
 
 #include "page/dirty_bitmap.hpp"
+#include "page/readonly_bitmap.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -76,6 +77,8 @@ page_allocator_config page_allocator_config::from_env() {
         platform::env_uint("SLABKIT_HUGE_PAGES_AFTER_MB", kHugeAfterMiB, 0, uint64_t{1} << 27)
         << (20 - kPageShift);
     cfg.continue_on_error = platform::env_uint("SLABKIT_CONTINUE_ON_ERROR", 0, 0, 1) != 0;
+    cfg.protect_freed = static_cast<uint8_t>(
+        platform::env_uint("SLABKIT_PROTECT_FREED", kProtectUntilReuse, 0, kProtectAlways));
     return cfg;
 }
 
@@ -94,6 +97,9 @@ const char *page_allocator_config::invalid() const {
         return "pcp_high_max must be 0 (fixed at pcp_high) or in pcp_high..1048576";
     if (nodes > platform::kMaxNodes) return "nodes must be at most 64";
     if (decay_ms > 3600u * 1000u) return "decay_ms must be at most one hour";
+    if (protect_freed > kProtectAlways)
+        return "protect_freed must be 0 (off), 1 (until a block of the size is reused) or 2 "
+               "(always)";
     return nullptr;
 }
 
@@ -331,14 +337,25 @@ void *page_allocator::alloc_from_zones(unsigned order, int node, unsigned flags,
             page *pg;
             uint64_t now = platform::now_coarse_ms();
             purge_batch decayed;
+            platform::os_status unprotect;
             {
                 platform::lock_guard guard(z.lock);
                 // Decay first: taking (splitting) an old free block re-stamps its halves as
                 // just freed, so decaying after the take would never decommit them.
                 select_decayed(z, now, decayed);
-                pg = zone_take(z, order, now);
+                pg = zone_take(z, order, now, &unprotect);
             }
             if (decayed.count) decommit_batch(z, decayed);
+            if (SLABKIT_UNLIKELY(!unprotect.ok())) {
+                // The memory is there but the OS would not make it writable (its limit on
+                // mappings): growing would not help.
+                refusals_.fetch_add(1, std::memory_order_relaxed);
+                if (why) {
+                    why->code = alloc_failure::os;
+                    why->os_error = unprotect;
+                }
+                return nullptr;
+            }
             if (!pg) {
                 // The preferred node grows before we fall back to other nodes, so that memory
                 // stays local while the node can grow (as pcp_refill does for order 0); other
@@ -459,6 +476,10 @@ void page_allocator::zone_free(page *pg, unsigned order) {
         pg[i].set_state(0);
         pg[i].head = nullptr;
     }
+    // Protected before the block reaches the free lists, where another thread may take it. When
+    // the OS refuses (its limit on mappings), the block goes back writable, as without the option.
+    const bool readonly = order >= protect_order() &&
+                          platform::protect_read(page_to_virt(pg), kPageSize << order).ok();
     zone &z = zones_[page_to_nid(pg)];
     uint64_t now = platform::now_coarse_ms();
     purge_batch batch;
@@ -467,6 +488,10 @@ void page_allocator::zone_free(page *pg, unsigned order) {
         // Decay before the put: merging re-stamps the buddies as just freed (see
         // alloc_from_zones).
         select_decayed(z, now, batch);
+        if (readonly) {
+            readonly_fill(chunk_of(pg), page_pfn(pg), order, true);
+            z.readonly_pages += size_t{1} << order;
+        }
         zone_put(z, pg, order, now);
         select_over_retain(z, batch);
     }

@@ -52,6 +52,13 @@ struct alloc_failure {
 // larger orders park no more memory.
 inline constexpr unsigned kPcpMaxOrder = 5;
 inline constexpr unsigned kPcpOrders = kPcpMaxOrder + 1;
+// The smallest order page_allocator_config::protect_freed write-protects when freed: above the
+// per-slot lists' orders, so that no protected block is ever parked on them.
+inline constexpr unsigned kProtectMinOrder = kPcpMaxOrder + 1;
+// page_allocator_config::protect_freed (SLABKIT_PROTECT_FREED).
+inline constexpr uint8_t kProtectOff = 0;
+inline constexpr uint8_t kProtectUntilReuse = 1;
+inline constexpr uint8_t kProtectAlways = 2;
 
 enum alloc_flags : unsigned {
     kThisNode = 1u << 0, // only the requested node (the caller's, with kAnyNode), no fallback
@@ -82,12 +89,27 @@ struct page_allocator_config {
     // that a process under an address-space limit (RLIMIT_AS) reserves little more than it
     // uses. A multiple of 4 MiB (a max-order block).
     uint64_t grow_bytes = 0;
+    // Write-protect freed blocks above 128 KiB (order kProtectMinOrder and up) while they are
+    // free: mprotect(PROT_READ) at the free, writable again when a block that covers any of
+    // their pages is taken (readonly_bitmap.hpp). A write after free to such a block - the
+    // malloc family's 128 KiB to 1 MiB blocks, kmalloc's page blocks - then faults where it
+    // would have corrupted the next user of the pages; reads still see the old bytes. Each
+    // protection change is a system call, a TLB flush and a split or merge of the mapping (3 us
+    // on this project's VM whatever the size), so a program that cycles such blocks would pay
+    // two a reuse: kProtectUntilReuse (the process's default) protects blocks of an order until
+    // a protected block of that order is taken again, then stops protecting that order and those
+    // below it, as glibc stops unmapping blocks of a size it saw freed and wanted again (its
+    // mmap threshold rises). kProtectAlways protects every one.
+    uint8_t protect_freed = kProtectOff;
+
 
     // Defaults, overridden by SLABKIT_ARENA_MAX_MB, SLABKIT_PCP_BATCH, SLABKIT_PCP_HIGH,
     // SLABKIT_PCP_HIGH_MAX (default for the process's allocator: 4 x pcp_high),
     // SLABKIT_RETAIN_KB, SLABKIT_DECAY_MS, SLABKIT_HUGE_PAGES_AFTER_MB (default for the process's
     // allocator: 32; 0: never), SLABKIT_ARENA_GROW_MB (default: 4 under an address-space
-    // limit, else 0) and SLABKIT_CONTINUE_ON_ERROR (0/1).
+    // limit, else 0), SLABKIT_PROTECT_FREED (0, 1 or 2; default for the process's allocator:
+    // 1, kProtectUntilReuse) and
+    // SLABKIT_CONTINUE_ON_ERROR (0/1).
     static page_allocator_config from_env();
     // The address space the first chunk takes: kChunkSize, or with grow_bytes its metadata and
     // grow_bytes.
@@ -109,11 +131,13 @@ struct page_stats {
         uint64_t chunks;
         uint64_t returned;  // pages decommitted since start (cumulative)
         uint64_t decommits; // madvise calls made
+        uint64_t readonly;  // free pages write-protected (protect_freed)
     };
     unsigned nodes = 0;
     node_stats node[platform::kMaxNodes] = {};
     // Totals over the nodes.
     uint64_t in_use = 0, in_pcp = 0, free_pages = 0, free_resident = 0, returned = 0;
+    uint64_t readonly = 0; // free pages write-protected (protect_freed)
     uint64_t resident = 0;       // in_use + in_pcp + free_resident: an upper bound of our RSS
     uint64_t reserved_bytes = 0; // address space of all chunks (metadata included)
     uint64_t chunks = 0;
@@ -181,6 +205,14 @@ class page_allocator {
     // program is freeing more than it reuses. Tiers above that keep memory of their own for
     // reuse (kmalloc's large blocks) read it as "let go of yours too".
     uint64_t over_retain_events() const { return over_retain_.load(std::memory_order_relaxed); }
+    // The smallest order a freed block must have to be write-protected now (protect_freed):
+    // kProtectMinOrder, raised past each order a protected block of was taken again under
+    // kProtectUntilReuse; kNrOrders when nothing is protected.
+    unsigned protect_order() const {
+        if (cfg_.protect_freed == kProtectOff) return kNrOrders;
+        const unsigned raised = protect_order_.load(std::memory_order_relaxed);
+        return raised ? raised : kProtectMinOrder;
+    }
 
     page_allocator(const config &cfg, unsigned nodes);
     // The process's allocator before global() starts it: constant-initialized, every byte zero,
@@ -205,6 +237,7 @@ class page_allocator {
         uint64_t usable_pages = 0;
         uint64_t returned = 0;
         uint64_t decommits = 0;
+        uint64_t readonly_pages = 0; // free pages write-protected (protect_freed)
         uint64_t next_decay_ms = 0;
         // Free blocks being decommitted outside the lock (still counted in free_pages and, until
         // done, in free_resident); kept on a list so that a fork child can take them back.
@@ -253,7 +286,8 @@ class page_allocator {
     void link_instance();
     void *alloc_from_zones(unsigned order, int node, unsigned flags, alloc_failure *why);
     page *carve_fresh(zone &z);
-    page *zone_take(zone &z, unsigned order, uint64_t now);
+    // *os_error (when given) says why a block was found but could not be made writable again.
+    page *zone_take(zone &z, unsigned order, uint64_t now, platform::os_status *os_error = nullptr);
     void zone_put(zone &z, page *pg, unsigned order, uint64_t now);
     void zone_free(page *pg, unsigned order);
     bool grow(unsigned node, unsigned order, alloc_failure *why);
@@ -283,6 +317,10 @@ class page_allocator {
     uint64_t retain_pages_;
     std::atomic<uint64_t> errors_{0};
     std::atomic<uint64_t> over_retain_{0};
+    // protect_order() once raised; 0 (kProtectMinOrder) before, so that the process's allocator
+    // stays all zero bytes, in .bss (a non-zero member moved its 320 KiB into .data: +130 KiB
+    // of RSS in every process).
+    std::atomic<unsigned> protect_order_{0};
     std::atomic<uint64_t> reserved_bytes_{0};
     std::atomic<uint64_t> refusals_{0}; // allocations refused: the arena could not grow
     std::atomic<uint64_t> next_idle_drain_ms_{0};

@@ -1,5 +1,6 @@
 // page_stats.cpp - statistics snapshots, the buddyinfo text and the invariant checker.
 #include "page/dirty_bitmap.hpp"
+#include "page/readonly_bitmap.hpp"
 #include "page/page_allocator.hpp"
 
 #include <cstdarg>
@@ -36,6 +37,7 @@ void page_allocator::snapshot(page_stats *out) const {
         ns.chunks = z.nr_chunks;
         ns.returned = z.returned;
         ns.decommits = z.decommits;
+        ns.readonly = z.readonly_pages;
     }
     const unsigned slots = slots::high_water();
     for (unsigned s = 0; s < slots; ++s) {
@@ -57,6 +59,7 @@ void page_allocator::snapshot(page_stats *out) const {
         out->in_pcp += ns.in_pcp;
         out->free_pages += ns.free_pages;
         out->free_resident += ns.free_resident;
+        out->readonly += ns.readonly;
         out->returned += ns.returned;
         out->chunks += ns.chunks;
     }
@@ -96,13 +99,14 @@ size_t page_allocator::format_buddyinfo(char *buf, size_t size) const {
         out.add("\n");
     }
     out.add("pages: in_use %llu  in_pcp %llu  free %llu  free_resident %llu  resident %llu  "
-            "returned_to_os %llu  chunks %llu\n",
+            "returned_to_os %llu  chunks %llu  readonly %llu\n",
             static_cast<unsigned long long>(st.in_use), static_cast<unsigned long long>(st.in_pcp),
             static_cast<unsigned long long>(st.free_pages),
             static_cast<unsigned long long>(st.free_resident),
             static_cast<unsigned long long>(st.resident),
             static_cast<unsigned long long>(st.returned),
-            static_cast<unsigned long long>(st.chunks));
+            static_cast<unsigned long long>(st.chunks),
+            static_cast<unsigned long long>(st.readonly));
     return out.len;
 }
 
@@ -118,7 +122,7 @@ unsigned page_allocator::validate(char *report, size_t size) const {
     for (unsigned n = 0; n < nodes_; ++n) {
         zone &z = self->zones_[n];
         platform::lock_guard guard(z.lock);
-        uint64_t pages = 0, resident = 0;
+        uint64_t pages = 0, resident = 0, readonly = 0;
         for (unsigned o = 0; o <= kMaxOrder; ++o) {
             for (int which = 0; which < 2; ++which) {
                 const page_list &list = which == 0 ? z.dirty[o] : z.clean[o];
@@ -147,6 +151,7 @@ unsigned page_allocator::validate(char *report, size_t size) const {
                         }
                     pages += size_t{1} << o;
                     resident += dirty;
+                    readonly += readonly_count(c, pfn, o);
                 }
                 if (walked != list.count || list.last != prev)
                     problem("free list count or tail is wrong", nullptr, o);
@@ -161,6 +166,7 @@ unsigned page_allocator::validate(char *report, size_t size) const {
                 problem("block being decommitted has a wrong state", page_to_virt(pg), o);
             purging += size_t{1} << o;
             purging_resident += dirty_count(chunk_of(pg), page_pfn(pg), o);
+            readonly += readonly_count(chunk_of(pg), page_pfn(pg), o);
         }
         if (walked != z.purging.count || purging != z.purging_pages ||
             purging_resident != z.purging_resident)
@@ -183,6 +189,11 @@ unsigned page_allocator::validate(char *report, size_t size) const {
         if (pages + purging != z.free_pages) problem("zone free page count is wrong", nullptr, 0);
         if (resident + purging_resident != z.free_resident)
             problem("zone resident page count is wrong", nullptr, 0);
+        // Only free pages are write-protected: a block taken was made writable (zone_take).
+        if (readonly != z.readonly_pages)
+            problem("write-protected free pages are miscounted (or an allocated block is "
+                    "protected)",
+                    nullptr, 0);
         if (z.free_pages + z.out != z.usable_pages)
             problem("zone pages do not add up (free + out != usable)", nullptr, 0);
     }

@@ -130,6 +130,11 @@ os_status protect_none(void *addr, size_t size) {
     return {};
 }
 
+os_status protect_read(void *addr, size_t size) {
+    if (mprotect(addr, size, PROT_READ) != 0) return {"mprotect", errno};
+    return {};
+}
+
 os_status no_huge_pages(void *addr, size_t size) {
     if (madvise(addr, size, MADV_NOHUGEPAGE) != 0) return {"madvise", errno};
     return {};

@@ -54,6 +54,9 @@ os_status commit(void *addr, size_t size);
 os_status decommit(void *addr, size_t size);
 // Makes [addr, addr+size) inaccessible again (guard pages); the memory is dropped too.
 os_status protect_none(void *addr, size_t size);
+// Makes [addr, addr+size) read-only, its memory kept (a freed block: a write after free
+// faults); commit makes it writable again.
+os_status protect_read(void *addr, size_t size);
 // Asks the OS not to back [addr, addr+size) with transparent huge pages (MADV_NOHUGEPAGE): with
 // THP set to "always", touching one 4 KiB page could otherwise make 2 MiB resident, and giving
 // back 4 KiB would split a huge page.

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <atomic>
 
 #include <cstdint>
@@ -400,6 +402,76 @@ TEST_F(Large, PagesThePageAllocatorTookShareTheRoom) {
     ASSERT_TRUE(large::free(q));
     for (auto *b : blocks) pa.free(b);
     pa.purge();
+}
+
+// SLABKIT_PROTECT_FREED: a freed block of the region is read-only while it is kept, writable
+// again when reused; sizes above 32 MiB always, smaller ones until a block of the size is reused.
+TEST_F(Large, AKeptBlockIsReadOnlyUntilReused) {
+    if (large::protected_above() == ~size_t{0}) GTEST_SKIP() << "SLABKIT_PROTECT_FREED=0";
+    const size_t size = 40 * kMiB;
+    auto *p = static_cast<char *>(large::alloc(size));
+    ASSERT_NE(p, nullptr);
+    p[0] = 'a';
+    p[size - 1] = 'z';
+    const unsigned before = large::protected_ranges();
+    ASSERT_TRUE(large::free(p));
+    EXPECT_EQ(large::protected_ranges(), before + 1);
+    EXPECT_EQ(static_cast<volatile char *>(p)[size - 1], 'z'); // still readable
+    EXPECT_EXIT(static_cast<volatile char *>(p)[4096] = 1, testing::KilledBySignal(SIGSEGV), "");
+    auto *q = static_cast<char *>(large::alloc(size));
+    ASSERT_EQ(q, p);
+    memset(q, 0x5a, size); // writable again, all of it
+    EXPECT_EQ(large::protected_ranges(), before);
+    if (large::protected_above() != 0) { // 0: SLABKIT_PROTECT_FREED=2, every size protected
+        EXPECT_EQ(large::protected_above(), 32 * kMiB); // capped: bigger ones stay protected
+    }
+    // A shrink's tail is kept, and protected like a freed block.
+    ASSERT_EQ(large::resize(q, 4 * kMiB), q);
+    EXPECT_EQ(large::protected_ranges(), before + 1);
+    EXPECT_EXIT(static_cast<volatile char *>(q)[8 * kMiB] = 1, testing::KilledBySignal(SIGSEGV),
+                "");
+    q[4 * kMiB - 1] = 1;
+    // Grown in place again over the protected tail: writable.
+    ASSERT_EQ(large::resize(q, size), q);
+    memset(q, 0x6b, size);
+    EXPECT_EQ(large::protected_ranges(), before);
+    ASSERT_TRUE(large::free(q));
+}
+
+TEST_F(Large, ASizeReusedIsNoLongerProtected) {
+    const size_t above = large::protected_above();
+    if (above == ~size_t{0}) GTEST_SKIP() << "SLABKIT_PROTECT_FREED=0";
+    const size_t size = (above / kMiB + 2) * kMiB;
+    if (size > 32 * kMiB) GTEST_SKIP() << "every size up to 32 MiB was reused already";
+    void *p = large::alloc(size);
+    ASSERT_NE(p, nullptr);
+    if (large::protected_above() == 0) {
+        // SLABKIT_PROTECT_FREED=2: every free protected, reused or not.
+        for (int round = 0; round < 2; ++round) {
+            const unsigned before = large::protected_ranges();
+            ASSERT_TRUE(large::free(p));
+            EXPECT_EQ(large::protected_ranges(), before + 1);
+            p = large::alloc(size);
+            ASSERT_NE(p, nullptr);
+        }
+        ASSERT_TRUE(large::free(p));
+        return;
+    }
+    if (large::protected_above() < size) {
+        // Nothing protected was reused for it: its free is protected, and taking it again is
+        // the reuse.
+        const unsigned before = large::protected_ranges();
+        ASSERT_TRUE(large::free(p));
+        ASSERT_EQ(large::protected_ranges(), before + 1);
+        void *q = large::alloc(size);
+        ASSERT_EQ(q, p);
+        EXPECT_EQ(large::protected_ranges(), before);
+    }
+    EXPECT_GE(large::protected_above(), size);
+    const unsigned before = large::protected_ranges();
+    ASSERT_TRUE(large::free(p));
+    EXPECT_EQ(large::protected_ranges(), before); // the size stays writable now
+    static_cast<volatile char *>(p)[0] = 2;
 }
 
 TEST_F(Large, DoubleFreeOfAKeptBlockIsRefused) {
