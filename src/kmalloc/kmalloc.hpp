@@ -267,14 +267,14 @@ SLABKIT_ALWAYS_INLINE void *alloc_fast_or(design d, size_t size, void *(*fallbac
                 &set.caches[i], &set.slots[i],
                 [&]() SLABKIT_LAMBDA_INLINE {
                     // (The fallback's block is fresh already; its second clearing is cheap
-                    // beside the CPU's section.)
+                    // beside the CPU's section. NULL when the fallback found no memory.)
                     if constexpr (requires {
                                       D::alloc_cpu_or(&set.caches[i], &set.slots[i], size,
                                                       fallback);
-                                  })
-                        return free_key::fresh(
-                            D::alloc_cpu_or(&set.caches[i], &set.slots[i], size, fallback));
-                    else
+                                  }) {
+                        void *p = D::alloc_cpu_or(&set.caches[i], &set.slots[i], size, fallback);
+                        return SLABKIT_LIKELY(p != nullptr) ? free_key::fresh(p) : p;
+                    } else
                         return detail::alloc_on_cpu_or<T>(d, i, size, fallback);
                 },
                 [&]() SLABKIT_LAMBDA_INLINE { return fallback(size); },
