@@ -235,6 +235,20 @@ uint64_t size_asked(const cache *c, char *slot) {
 origin origin_of(const cache *c, char *slot) {
     return static_cast<origin>(request_of(c, slot) >> kOriginShift);
 }
+} // namespace
+
+const char *mismatched_delete(const char *op, origin o) {
+    if (!op || strncmp(op, "operator delete", 15) != 0) return nullptr;
+    const bool array_delete = op[15] == '[';
+    if (array_delete && o == origin::new_object)
+        return "operator delete[] of a block made by operator new (not new[]): mismatched delete";
+    if (!array_delete && o == origin::new_array)
+        return "operator delete of a block made by operator new[] (needs delete[]): mismatched "
+               "delete";
+    return nullptr;
+}
+
+namespace {
 
 void add_track(text &t, const char *what, const track &tr) {
     if (tr.tid == 0) {
@@ -712,17 +726,9 @@ void free(cache *c, void *obj, const char *op) {
     }
     // The array form of delete for a block of the plain new, or the reverse (op names the
     // caller: override/new_delete.cpp passes "operator delete" and "operator delete[]").
-    if ((c->flags & kRedZone) && op && !strncmp(op, "operator delete", 15)) {
-        const bool array_delete = op[15] == '[';
-        const origin o = origin_of(c, slot);
-        if ((array_delete && o == origin::new_object) ||
-            (!array_delete && o == origin::new_array)) {
-            report_object(c, slot,
-                          array_delete ? "operator delete[] of a block made by operator new "
-                                         "(not new[]): mismatched delete"
-                                       : "operator delete of a block made by operator new[] "
-                                         "(needs delete[]): mismatched delete",
-                          nullptr, 0, 0, 0, op);
+    if (c->flags & kRedZone) {
+        if (const char *why = mismatched_delete(op, origin_of(c, slot))) {
+            report_object(c, slot, why, nullptr, 0, 0, 0, op);
             return; // going on: the block is left alone
         }
     }
@@ -822,6 +828,11 @@ void block_released(const cache *c, char *obj, size_t size, const track *tracks)
     if (bad == SIZE_MAX) return;
     report_block(c, obj, size, "write after free (poison overwritten)", "the freed object", bad,
                  len, expected, "the quarantine's release", tracks);
+}
+
+void block_mismatched_delete(const cache *c, char *obj, size_t size, const char *why,
+                             const char *op, const track *tracks) {
+    report_block(c, obj, size, why, nullptr, 0, 0, 0, op, tracks);
 }
 
 void block_double_free(const cache *c, char *obj, size_t size, const char *op,

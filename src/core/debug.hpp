@@ -105,6 +105,10 @@ void set_request(cache *c, void *obj, size_t size);
 // block with the plain delete, or the reverse, is reported (set_origin, free).
 enum class origin : uint8_t { plain = 0, new_object = 1, new_array = 2 };
 void set_origin(cache *c, void *obj, origin o);
+// The report's words when a free by `op` ("operator delete", "operator delete[]": the C++
+// runtime names its form) does not match the form that made the block; nullptr when it matches,
+// and for every other call.
+const char *mismatched_delete(const char *op, origin o);
 // The usable bytes of an allocated object of debug cache c: the size asked for (set_request),
 // or object_size.
 size_t usable(const cache *c, void *obj);
@@ -155,6 +159,10 @@ void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t
                 const char *op, track *tracks);
 // As it leaves the quarantine: the poison checked (a write after free reported).
 void block_released(const cache *c, char *obj, size_t size, const track *tracks);
+// The plain delete of a new[] block, or the reverse (why: mismatched_delete's words); the block
+// is left alone.
+void block_mismatched_delete(const cache *c, char *obj, size_t size, const char *why,
+                             const char *op, const track *tracks);
 // A free of a block that waits in the quarantine.
 void block_double_free(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 // A call that reads the size of a block that waits in the quarantine (malloc_usable_size,

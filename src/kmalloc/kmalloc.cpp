@@ -460,8 +460,12 @@ void note_origin(void *p, bool array) {
     page *pg = p ? virt_to_head_page(p) : nullptr;
     if (!pg || !(pg->flags() & PG_slab)) return;
     cache *c = slab_cache(pg);
-    if (c->debug && debug::is_live(c, pg, p))
-        debug::set_origin(c, p, array ? debug::origin::new_array : debug::origin::new_object);
+    const debug::origin o = array ? debug::origin::new_array : debug::origin::new_object;
+    if (c->debug && debug::is_live(c, pg, p)) return debug::set_origin(c, p, o);
+    // SLOB's own debugged blocks keep it in their header.
+    designs::visit(c, [&](auto ops, auto *s) {
+        if constexpr (own_kmalloc_v<decltype(ops)>) ops.note_origin(s, p, o);
+    });
 }
 
 bool report_if_freed(const void *p, const char *op) {

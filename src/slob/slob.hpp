@@ -35,6 +35,7 @@
 
 #include "core/cache.hpp"
 #include "core/counter.hpp"
+#include "core/debug.hpp"
 #include "core/design.hpp"
 #include "page/page_list.hpp"
 #include "platform/lock.hpp"
@@ -124,6 +125,9 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
 // up to 2 bytes - a malloc block's rounded size; a debugged block's size asked for; 0 if p has
 // no valid header); for a cache, the bytes its objects take (their units).
 size_t usable_size(const slob_cache *s, const void *p);
+// A debugged kmalloc block of the arena (p) made by operator new or new[]: its header says so, so
+// that the other form's delete is reported (debug::mismatched_delete). Plain blocks: nothing.
+void note_origin(const slob_cache *s, void *p, debug::origin o);
 // A debugged kmalloc block of the arena that waits in the quarantine: reported as a use after
 // free by `op`, true; false for anything else.
 bool report_if_freed(const slob_cache *s, const void *p, const char *op);
@@ -183,6 +187,9 @@ struct ops {
     }
     static size_t usable_size(const slob_cache *s, const void *p) {
         return slob::usable_size(s, p);
+    }
+    static void note_origin(const slob_cache *s, void *p, debug::origin o) {
+        slob::note_origin(s, p, o);
     }
     static bool report_if_freed(const slob_cache *s, const void *p, const char *op) {
         return slob::report_if_freed(s, p, op);

@@ -41,15 +41,30 @@ uint32_t check_of(const void *p, uint32_t size) {
 
 // A kmalloc block under debugging (debug::block_*): | header | object (the size asked for) |
 // red zone (up to the next 16 bytes, 32 at least) | with owner tracking (U) two tracks |, its
-// check word xor-ed with one of the marks below: debugged, with or without tracks, and
-// quarantined (waiting in the debug layer's quarantine after its free). Its bytes follow from
-// the size and the mark, so a free needs nothing else.
+// check word xor-ed with one of the marks below: debugged, with or without tracks, made by
+// malloc or kmalloc, operator new or operator new[] (note_origin), and quarantined (waiting in
+// the debug layer's quarantine after its free). Its bytes follow from the size and the mark, so
+// a free needs nothing else.
 enum block_mark : uint32_t {
     kDebugBlock = 0xdeb6b10cu,
     kTrackedBlock = 0x7ac4b10cu,
+    kDebugNewBlock = 0xdeb6e1e0u,
+    kTrackedNewBlock = 0x7ac4e1e0u,
+    kDebugNewArrayBlock = 0xdeb6a77au,
+    kTrackedNewArrayBlock = 0x7ac4a77au,
     kQuarantinedBlock = 0x9a4a7e1du,
     kQuarantinedTrackedBlock = 0x9a4a7ac4u,
 };
+uint32_t debug_mark(bool tracked, debug::origin o) {
+    switch (o) {
+    case debug::origin::new_object:
+        return tracked ? kTrackedNewBlock : kDebugNewBlock;
+    case debug::origin::new_array:
+        return tracked ? kTrackedNewArrayBlock : kDebugNewArrayBlock;
+    default:
+        return tracked ? kTrackedBlock : kDebugBlock;
+    }
+}
 size_t debug_block_bytes(size_t size) {
     return (kHeader + size + debug::kBlockRedZone + 15) & ~size_t{15};
 }
@@ -57,6 +72,7 @@ enum class header_kind { none, plain, debug, quarantined };
 struct header_info {
     header_kind kind = header_kind::none;
     bool tracked = false;
+    debug::origin origin = debug::origin::plain; // a debugged block's maker
 };
 header_info header_of(const void *p) {
     if ((reinterpret_cast<uintptr_t>(p) & (kPageSize - 1)) < kHeader) return {};
@@ -70,6 +86,14 @@ header_info header_of(const void *p) {
         return {header_kind::debug, false};
     case kTrackedBlock:
         return {header_kind::debug, true};
+    case kDebugNewBlock:
+        return {header_kind::debug, false, debug::origin::new_object};
+    case kTrackedNewBlock:
+        return {header_kind::debug, true, debug::origin::new_object};
+    case kDebugNewArrayBlock:
+        return {header_kind::debug, false, debug::origin::new_array};
+    case kTrackedNewArrayBlock:
+        return {header_kind::debug, true, debug::origin::new_array};
     case kQuarantinedBlock:
         return {header_kind::quarantined, false};
     case kQuarantinedTrackedBlock:
@@ -459,6 +483,10 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
     case header_kind::quarantined:
         return debug::block_double_free(&g_arena, static_cast<char *>(obj), h->size, op, tracks);
     case header_kind::debug: {
+        // The plain delete of a new[] block, or the reverse: reported, the block left alone.
+        if (const char *why = debug::mismatched_delete(op, hi.origin))
+            return debug::block_mismatched_delete(&g_arena, static_cast<char *>(obj), h->size,
+                                                  why, op, tracks);
         const size_t size = h->size, rz = debug_block_bytes(size) - kHeader - size;
         const size_t bytes = block_bytes(h, hi.tracked);
         h->check =
@@ -502,7 +530,7 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     if (debug) {
         // The size asked for: everything after it is red zone.
         h->size = static_cast<uint32_t>(size);
-        h->check = check_of(p, h->size) ^ (tracked ? kTrackedBlock : kDebugBlock);
+        h->check = check_of(p, h->size) ^ debug_mark(tracked, debug::origin::plain);
         debug::block_alloc(&g_arena, p, size, debug_block_bytes(size) - kHeader - size, zero,
                            tracked ? tracks_of_block(h) : nullptr);
         return p;
@@ -512,6 +540,14 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     h->check = check_of(p, h->size);
     if (zero) memset(p, 0, size);
     return p;
+}
+
+void note_origin(const slob_cache *s, void *p, debug::origin o) {
+    if (!s->arena) return;
+    const header_info hi = header_of(p);
+    if (hi.kind != header_kind::debug) return; // plain blocks keep no origin
+    auto *h = reinterpret_cast<kmalloc_header *>(static_cast<char *>(p) - kHeader);
+    h->check = check_of(p, h->size) ^ debug_mark(hi.tracked, o);
 }
 
 bool report_if_freed(const slob_cache *s, const void *p, const char *op) {
