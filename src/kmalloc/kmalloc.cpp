@@ -330,9 +330,11 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
             designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
         return zero ? p : free_key::fresh(c, p);
     }
-    if (size > kMaxCacheSize && guard_blocks()) {
+    if ((size > kMaxCacheSize || has_own_kmalloc(d)) && guard_blocks()) {
         // Guarded while debugging; if the OS refuses more mappings (each guarded block is two),
-        // a page block does without the guard rather than failing.
+        // a page block does without the guard rather than failing. SLOB's from a page on (what
+        // its debugged blocks, with their header and red zone, cannot hold): a page block has no
+        // red zone, and an overflow of a 4 KiB block went unseen.
         if (void *p = large::alloc(size, 0, zero)) return p;
     }
     if (void *p = region_block(t, size, kPageSize, zero)) return p;

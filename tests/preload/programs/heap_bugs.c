@@ -136,6 +136,12 @@ int main(int argc, char **argv) {
         char *b = launder(malloc(300000));
         poke(b, 300000, 1, 1);
         free(b);
+    } else if (!strcmp(k, "overflow_4k")) {
+        /* One byte past a 4 KiB block: a class with red zones, or for SLOB (whose debugged
+           blocks stay below a page) a guarded block. */
+        char *b = launder(malloc(4096));
+        poke(b, 4096, 1, 1);
+        free(b);
     } else if (!strcmp(k, "overflow_large")) {
         char *b = launder(malloc(64 * 1024));
         poke(b, 64 * 1024 + 100, 1, 1); /* past the block, into the guard page */
