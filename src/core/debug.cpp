@@ -756,14 +756,14 @@ SLABKIT_NOINLINE void record_block(track *tr) {
 
 // The report of a block: its object, and the bytes that are wrong.
 void report_block(const cache *c, char *obj, size_t size, const char *kind, const char *where,
-                  size_t off, size_t bad_len, uint8_t expected, const char *op,
+                  ptrdiff_t off, size_t bad_len, uint8_t expected, const char *op,
                   const track *tracks) {
     text t;
     begin(t, c, kind);
     t.add("  block %p (%zu bytes)%s%s\n", static_cast<void *>(obj), size, op ? ", found by " : "",
           op ? op : "");
     if (where) {
-        t.add("  first bad byte at object offset %zu (%s), %zu byte%s wrong\n", off, where, bad_len,
+        t.add("  first bad byte at object offset %td (%s), %zu byte%s wrong\n", off, where, bad_len,
               bad_len == 1 ? "" : "s");
         size_t n = bad_len < 16 ? bad_len : 16;
         add_bytes(t, "found:", reinterpret_cast<uint8_t *>(obj + off), n);
@@ -785,29 +785,38 @@ void fill_freed_block(char *obj, size_t size) {
 }
 } // namespace
 
-void block_alloc(const cache *, char *obj, size_t size, size_t rz, bool zero, track *tracks) {
+void block_alloc(const cache *, char *obj, size_t size, size_t rz, char *left, size_t left_len,
+                 bool zero, track *tracks) {
     if (tracks) {
         record_block(&tracks[0]);
         memset(&tracks[1], 0, sizeof(track));
     }
     memset(obj + size, kRedActive, rz);
+    memset(left, kRedActive, left_len);
     if (zero || (init_mode() & kInitAlloc))
         memset(obj, 0, size);
     else
         memset(obj, kPoisonInUse, size);
 }
 
-void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
-                const char *op, track *tracks) {
-    // The red zone first, before anything else runs: an overflow may have run on over other
+void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, char *left,
+                size_t left_len, size_t bytes, const char *op, track *tracks) {
+    // The red zones first, before anything else runs: an overflow may have run on over other
     // blocks, the C library's among them (the stack capture below uses the loader's data).
     size_t len = 0;
     size_t bad = find_bad(obj, size, rz, kRedActive, &len);
     if (bad != SIZE_MAX) {
         if (tracks) memset(&tracks[1], 0, sizeof(track)); // this free: not recorded yet
         report_block(c, obj, size, "red zone after the object overwritten (overflow)",
-                     "right red zone", bad, len, kRedActive, op, tracks);
+                     "right red zone", static_cast<ptrdiff_t>(bad), len, kRedActive, op, tracks);
         memset(obj + size, kRedActive, rz);
+    }
+    bad = find_bad(left, 0, left_len, kRedActive, &len);
+    if (bad != SIZE_MAX) {
+        if (tracks) memset(&tracks[1], 0, sizeof(track));
+        report_block(c, obj, size, "red zone before the object overwritten (underflow)",
+                     "left red zone", (left + bad) - obj, len, kRedActive, op, tracks);
+        memset(left, kRedActive, left_len);
     }
     if (tracks) record_block(&tracks[1]);
     fill_freed_block(obj, size);

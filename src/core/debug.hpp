@@ -141,22 +141,26 @@ void report_leak(const cache *c, void *slot, const char *op);
 
 // ---- blocks of a design's own kmalloc (SLOB's size-headed blocks) ----------------------------
 //
-// The design lays a debugged block out as | its header | object (size) | right red zone | and
+// The design lays a debugged block out as | left red zone | its header | object (size) | right
+// red zone | (the left red zone `left_len` bytes at `left`, before the header: an underflow past
+// the header lands there) and
 // marks it so in its header (a freed one differently, while it waits in the quarantine); this
 // layer fills, checks, reports and quarantines. `c` is the design's cache owning the pages
 // (SLOB's arena): reports name it, and its debug_free gives a block back as it leaves the
 // quarantine, after block_released. With owner tracking (U) the design keeps two tracks
 // (kBlockTracks bytes) in the block, passed as `tracks` (nullptr: none); no tracing (T).
 inline constexpr size_t kBlockRedZone = kRedZoneMin; // at least; the rounding after it too
+inline constexpr size_t kBlockLeftRedZone = 24;      // before the header: with it, 32 bytes
 inline constexpr size_t kBlockTracks = 2 * sizeof(track);
-// A new block: its red zone (rz bytes after the object) active; the object 0x5a unless zeroed;
+// A new block: its red zones (rz bytes after the object, left_len at left) active; the object 0x5a unless zeroed;
 // its allocation recorded.
-void block_alloc(const cache *c, char *obj, size_t size, size_t rz, bool zero, track *tracks);
-// Its free: the red zone checked (an overflow reported, naming op, and repaired), the free
+void block_alloc(const cache *c, char *obj, size_t size, size_t rz, char *left, size_t left_len,
+                 bool zero, track *tracks);
+// Its free: the red zones checked (an overflow or underflow reported, naming op, and repaired), the free
 // recorded, the object poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all,
 // from `block`) quarantined. The design marks the block freed before.
-void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, size_t bytes,
-                const char *op, track *tracks);
+void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, char *left,
+                size_t left_len, size_t bytes, const char *op, track *tracks);
 // As it leaves the quarantine: the poison checked (a write after free reported).
 void block_released(const cache *c, char *obj, size_t size, const track *tracks);
 // The plain delete of a new[] block, or the reverse (why: mismatched_delete's words); the block

@@ -146,7 +146,8 @@ struct design_stats {
 //   kmalloc(size, align, zero, node, debug_flags)
 //                                      a block of size bytes (below a page less 8 at align 8,
 //                                      the kernel's kmalloc; else size + 2 x align below a page,
-//                                      32 more with debug flags, and debug::kBlockTracks with
+//                                      the red zones more with debug flags (kBlockRedZone,
+//                                      kBlockLeftRedZone), and debug::kBlockTracks with
 //                                      U), aligned to align (8 or more), or nullptr; with debug
 //                                      flags laid out for the debug layer's checks
 //                                      (debug::block_*);

@@ -117,7 +117,8 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op);
 // align (the malloc family's 16, an aligned request): the block aligned so; at 16, rounded up
 // so that the next block can start aligned right after it, its header holding the rounded size;
 // the caller keeps size + 2 x align below a page. With debug flags (the spec's for the size's
-// class), 32 bytes more, and the tracks with U: a block the debug layer checks (red zone,
+// class), its red zones more (56 bytes), and the tracks with U: a block the debug layer checks
+// (red zones,
 // poison, quarantine, owner tracking with U; slob_cache.cpp).
 void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_flags);
 // ksize of p, an object start (kfree's check) of a slab page of s: for the arena, a kmalloc

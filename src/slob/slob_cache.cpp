@@ -65,8 +65,17 @@ uint32_t debug_mark(bool tracked, debug::origin o) {
         return tracked ? kTrackedBlock : kDebugBlock;
     }
 }
+// Before the header, a left red zone: an underflow past the header (which catches the first 8
+// bytes: its check word breaks) lands there, up to 32 bytes before the object. It keeps the
+// object 16-aligned.
+constexpr size_t kLeftRedZone = debug::kBlockLeftRedZone;
+static_assert((kLeftRedZone + kHeader) % 16 == 0, "the object stays 16-aligned");
+// From the header on: | header | object | right red zone, to the next 16 and 32 bytes at least |.
 size_t debug_block_bytes(size_t size) {
     return (kHeader + size + debug::kBlockRedZone + 15) & ~size_t{15};
+}
+char *left_red_zone(void *header) {
+    return static_cast<char *>(header) - kLeftRedZone;
 }
 enum class header_kind { none, plain, debug, quarantined };
 struct header_info {
@@ -107,8 +116,9 @@ debug::track *tracks_of_block(kmalloc_header *h) {
     return reinterpret_cast<debug::track *>(reinterpret_cast<char *>(h) +
                                             debug_block_bytes(h->size));
 }
+// A debugged block's bytes from its left red zone on.
 size_t block_bytes(const kmalloc_header *h, bool tracked) {
-    return debug_block_bytes(h->size) + (tracked ? debug::kBlockTracks : 0);
+    return kLeftRedZone + debug_block_bytes(h->size) + (tracked ? debug::kBlockTracks : 0);
 }
 
 unsigned order_for(size_t size) {
@@ -189,7 +199,7 @@ void release_debug_block(cache *, void *block) {
     debug::block_released(&g_arena, obj, h->size, tracked ? tracks_of_block(h) : nullptr);
     const size_t bytes = block_bytes(h, tracked);
     h->check = 0;
-    give_back(h, bytes, "kfree", nullptr, obj);
+    give_back(left_red_zone(h), bytes, "kfree", nullptr, obj);
 }
 
 // SLABKIT_LEAKS=exit: the debugged blocks still allocated, found by their headers on SLOB's
@@ -491,8 +501,8 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
         const size_t bytes = block_bytes(h, hi.tracked);
         h->check =
             check_of(obj, h->size) ^ (hi.tracked ? kQuarantinedTrackedBlock : kQuarantinedBlock);
-        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz, bytes, op,
-                                 tracks);
+        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz,
+                                 left_red_zone(h), kLeftRedZone, bytes, op, tracks);
     }
     case header_kind::plain:
         break;
@@ -522,16 +532,19 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     // and the pages fill with holes that every search walks. Its header holds the rounded size.
     if (asked > kMinalign && align == 16) bytes = (bytes + 15) & ~size_t{15};
     const bool debug = debug_flags != 0, tracked = (debug_flags & kStoreUser) != 0;
-    if (debug) bytes = debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
-    void *b = block(bytes, align, kHeader, node);
+    if (debug)
+        bytes = kLeftRedZone + debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
+    const size_t before = debug ? kLeftRedZone + kHeader : kHeader; // before the object
+    void *b = block(bytes, align, before, node);
     if (!b) return nullptr;
-    auto *h = static_cast<kmalloc_header *>(b);
-    char *p = static_cast<char *>(b) + kHeader;
+    char *p = static_cast<char *>(b) + before;
+    auto *h = reinterpret_cast<kmalloc_header *>(p - kHeader);
     if (debug) {
         // The size asked for: everything after it is red zone.
         h->size = static_cast<uint32_t>(size);
         h->check = check_of(p, h->size) ^ debug_mark(tracked, debug::origin::plain);
-        debug::block_alloc(&g_arena, p, size, debug_block_bytes(size) - kHeader - size, zero,
+        debug::block_alloc(&g_arena, p, size, debug_block_bytes(size) - kHeader - size,
+                           left_red_zone(h), kLeftRedZone, zero,
                            tracked ? tracks_of_block(h) : nullptr);
         return p;
     }
