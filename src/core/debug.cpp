@@ -839,6 +839,25 @@ void block_released(const cache *c, char *obj, size_t size, const track *tracks)
                  len, expected, "the quarantine's release", tracks);
 }
 
+void report_guarded_underflow(char *obj, size_t size, ptrdiff_t off, size_t bad_len,
+                              const char *op) {
+    text t;
+    t.add("==============================================================================\n");
+    t.add("slabkit: BUG large block (guarded): red zone before the object overwritten "
+          "(underflow)\n");
+    t.add("------------------------------------------------------------------------------\n");
+    t.add("  block %p (%zu bytes), found by %s\n", static_cast<void *>(obj), size, op);
+    t.add("  first bad byte at object offset %td (the block's first page before it), %zu byte%s "
+          "wrong\n",
+          off, bad_len, bad_len == 1 ? "" : "s");
+    const size_t n = bad_len < 16 ? bad_len : 16;
+    add_bytes(t, "found:", reinterpret_cast<uint8_t *>(obj + off), n);
+    uint8_t want[16];
+    memset(want, kRedActive, sizeof want);
+    add_bytes(t, "expected:", want, n);
+    finish(t);
+}
+
 void block_mismatched_delete(const cache *c, char *obj, size_t size, const char *why,
                              const char *op, const track *tracks) {
     report_block(c, obj, size, why, nullptr, 0, 0, 0, op, tracks);

@@ -176,6 +176,12 @@ void block_use_after_free(const cache *c, char *obj, size_t size, const char *op
 // A block still allocated (SLABKIT_LEAKS=exit), with its allocation site.
 void block_leak(const cache *c, char *obj, size_t size, const char *op, const track *tracks);
 
+// A guarded large block (kmalloc/large.hpp) whose first page's bytes before it - its left red
+// zone, `off` bytes from obj (negative), bad_len of them wrong - were overwritten: an underflow,
+// found by op at its free. Reported as the red zones of objects are.
+void report_guarded_underflow(char *obj, size_t size, ptrdiff_t off, size_t bad_len,
+                              const char *op);
+
 // Errors the debug layer found (also counted in slab_errors()).
 uint64_t errors();
 

@@ -6,6 +6,7 @@
 
 #include "base/bits.hpp"
 
+#include "core/debug.hpp"
 #include "core/hardening.hpp"
 #include "core/trimmer.hpp"
 #include "page/page.hpp"
@@ -384,6 +385,16 @@ char *guarded_start(void *p) {
 void free_guarded(void *p, size_t size) {
     char *start = guarded_start(p);
     const size_t whole = size + static_cast<size_t>(static_cast<char *>(p) - start);
+    // An underflow into its left red zone (alloc_uncounted), reported before the block goes.
+    for (char *b = start; b < static_cast<char *>(p); ++b) {
+        if (static_cast<uint8_t>(*b) == debug::kRedActive) continue;
+        size_t len = 0;
+        while (b + len < static_cast<char *>(p) && static_cast<uint8_t>(b[len]) != debug::kRedActive)
+            ++len;
+        debug::report_guarded_underflow(static_cast<char *>(p), size, b - static_cast<char *>(p),
+                                        len, "free");
+        break;
+    }
     platform::protect_none(start, whole);
     freed_block old{nullptr, nullptr, 0};
     {
@@ -452,6 +463,10 @@ void *alloc_uncounted(size_t size, size_t align, bool zero) {
         const size_t off = (whole - size) & ~(user_align - 1);
         char *g = static_cast<char *>(alloc_guarded(whole, align));
         if (!g) return nullptr;
+        // The bytes before it in its first page are its left red zone, checked at its free
+        // (free_guarded): a block of whole pages has the page before its mapping instead, which
+        // is no part of it (another guarded block's guard page, as mappings go down).
+        memset(g, debug::kRedActive, off);
         bool ok;
         {
             platform::lock_guard guard(g_lock);

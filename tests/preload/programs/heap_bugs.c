@@ -142,6 +142,12 @@ int main(int argc, char **argv) {
         char *b = launder(malloc(4096));
         poke(b, 4096, 1, 1);
         free(b);
+    } else if (!strcmp(k, "underflow_large")) {
+        /* One byte before a block above the caches whose size is not a multiple of the page:
+           the rest of its first page lies before it. */
+        char *b = launder(malloc(300000));
+        poke(b, -1, 1, 1);
+        free(b);
     } else if (!strcmp(k, "overflow_large")) {
         char *b = launder(malloc(64 * 1024));
         poke(b, 64 * 1024 + 100, 1, 1); /* past the block, into the guard page */
