@@ -6,6 +6,7 @@
 #include "base/intrusive_list.hpp"
 #include "base/name_text.hpp"
 #include "core/debug.hpp"
+#include "core/free_key.hpp"
 #include "core/report.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -249,8 +250,11 @@ void init_slab(cache *c, page *pg, unsigned colour, uintptr_t priv1) {
     // other's neighbours.
     char *first = nullptr;
     char *last = nullptr;
+    // A checked class's free blocks all carry their key (free_key.hpp), a new slab's too.
+    const bool keyed = free_key::keys_new_slabs(c);
     hardening::object_order(c->objects, hardening::new_slab_seed()).for_each([&](uint32_t i) {
         char *obj = base + uint64_t{i} * c->size;
+        if (keyed) free_key::set(c, obj);
         if (last)
             set_freepointer(c, last, obj);
         else

@@ -27,8 +27,23 @@
 namespace slabkit::free_key {
 
 // SLABKIT_FREE_KEY (read once; default 1): 0 leaves kmalloc's classes unkeyed (their fresh blocks
-// are still cleared), for the last 0.3 ns of the array designs' malloc pair (docs/debug.md).
-bool enabled();
+// are still cleared), for the last 0.3 ns of the array designs' malloc pair (docs/debug.md); 2
+// keys them and checks the keys when blocks are handed out too (kCheckOnAlloc below).
+unsigned mode();
+inline bool enabled() {
+    return mode() != 0;
+}
+
+// A bit of cache::init, set by kmalloc on its keyed classes under SLABKIT_FREE_KEY=2: every free
+// block of the class carries its key, a new slab's too (init_slab, SLAB's grow_begin), and a
+// block handed out without it (nor zeros, where a design zeroed it) was written while it was
+// free - an overflow of the block before it, reaching its first words, or a write after free -
+// and is reported before it is used (fresh below; glibc notices such writes over its chunks'
+// headers at its next malloc or free). A nonzero init byte closes the class's gated fast paths
+// (core/cache.hpp's gate word), so malloc takes its slow path, where the check runs, and costs
+// the default nothing: checked on every pop, the SLQB malloc pair took 14 instructions more and
+// 1.10x its time (branch wip/alloc-key-check).
+inline constexpr uint8_t kCheckOnAlloc = 4;
 
 // Where a cache's blocks keep their key (cache::free_key: the offset plus one): the first word
 // that is not the free pointer's, when the object has two words; kNoFreeKey otherwise, and for a
@@ -56,6 +71,23 @@ SLABKIT_ALWAYS_INLINE bool mark(const cache *c, void *obj, const char *caller) {
     return true;
 }
 
+// Reports a free block of c handed out without its key (found instead): written while it was
+// free. Then clears its first two words and returns it (SLABKIT_CONTINUE_ON_ERROR).
+SLABKIT_COLD SLABKIT_NOINLINE void *overwritten(const cache *c, void *obj, uint64_t found);
+
+// Writes obj's key, as its free does: for a new slab's objects of a checked class, and for a
+// free object a design kept something of its own in (SLAB's index array) when it goes out.
+SLABKIT_ALWAYS_INLINE void set(const cache *c, void *obj) {
+    const unsigned at = c->free_key;
+    if (at == kNoFreeKey) return;
+    *reinterpret_cast<uint64_t *>(static_cast<char *>(obj) + at - 1) =
+        c->freelist_secret ^ reinterpret_cast<uintptr_t>(obj);
+}
+// Whether a new slab of c keys its objects (kCheckOnAlloc).
+SLABKIT_ALWAYS_INLINE bool keys_new_slabs(const cache *c) {
+    return (c->init.load() & kCheckOnAlloc) != 0;
+}
+
 // A block of a keyed cache leaving for its caller: its first two words (the key's and the free
 // pointer's) cleared. For callers that know the cache is keyed (malloc's table: every class is).
 SLABKIT_ALWAYS_INLINE void *fresh(void *obj) {
@@ -71,6 +103,15 @@ SLABKIT_ALWAYS_INLINE void *fresh(void *obj) {
 SLABKIT_ALWAYS_INLINE void *fresh(const cache *c, void *obj) {
     if (obj != nullptr && c->free_key != kNoFreeKey) fresh(obj);
     return obj;
+}
+// The same under kCheckOnAlloc: the block must carry its key, or zeros (a design zeroed it: init
+// on alloc), or is reported (overwritten). Out of line, reached by a tail call where it can be:
+// inlined, its report's call made kmalloc's callers save registers on every path.
+SLABKIT_NOINLINE void *fresh_checked(const cache *c, void *obj);
+// fresh or fresh_checked, by c's init byte as the caller read it.
+SLABKIT_ALWAYS_INLINE void *fresh(const cache *c, void *obj, unsigned init) {
+    if (SLABKIT_UNLIKELY(init & kCheckOnAlloc)) return fresh_checked(c, obj);
+    return fresh(c, obj);
 }
 
 } // namespace slabkit::free_key

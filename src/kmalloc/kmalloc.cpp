@@ -174,6 +174,10 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
             c.free_key = free_key::place_for(&c);
             if (!hardening::kFreelistHardened && c.free_key != kNoFreeKey)
                 c.freelist_secret = hardening::cache_key(&c);
+            // SLABKIT_FREE_KEY=2: its keys checked as blocks go out, on the slow paths (the
+            // nonzero init byte closes its gated fast paths, and it gets no shortcut below).
+            if (c.free_key != kNoFreeKey && free_key::mode() == 2)
+                c.init.store(static_cast<uint8_t>(c.init.load() | free_key::kCheckOnAlloc));
         }
         // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
@@ -182,7 +186,8 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         // The classes of the design with shortcuts number their entries (0: none).
         using D = decltype(ops);
         if constexpr (shortcut_v<D>) {
-            if (D::can_shortcut(&set.caches[i])) {
+            if (D::can_shortcut(&set.caches[i]) &&
+                !(set.caches[i].init.load() & free_key::kCheckOnAlloc)) {
                 set.caches[i].shortcut = static_cast<uint8_t>(detail::shortcut_entry<T>(i));
                 slots::set_acquire_hook(set_shortcuts_of_slot);
             }
@@ -331,7 +336,7 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
         void *p =
             designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
-        return zero ? p : free_key::fresh(c, p);
+        return zero ? p : free_key::fresh(c, p, init_bits(c));
     }
     if ((size > kMaxCacheSize || has_own_kmalloc(d)) && guard_blocks()) {
         // Guarded while debugging; if the OS refuses more mappings (each guarded block is two),

@@ -182,6 +182,7 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         const size_t i = index_of<T>(size);
         void *p;
+        const cache *checked = nullptr;
         bool open = designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE {
             // The thread's shortcut to its structure of the class (alloc_fast_or); an empty one
             // goes on below, to the design's alloc and its slow path. A zeroing allocation
@@ -204,12 +205,19 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
             // Init on alloc (core/hardening.hpp) is a zeroing allocation.
-            p = ops.alloc(&set.caches[i],
-                          zero || (init_bits(&set.caches[i]) & hardening::kInitOnAlloc) != 0);
-            if (!zero) free_key::fresh(&set.caches[i], p);
+            const unsigned init = init_bits(&set.caches[i]);
+            p = ops.alloc(&set.caches[i], zero || (init & hardening::kInitOnAlloc) != 0);
+            if (!zero) {
+                // SLABKIT_FREE_KEY=2's check, by a tail call below.
+                if (SLABKIT_UNLIKELY(init & free_key::kCheckOnAlloc))
+                    checked = &set.caches[i];
+                else
+                    free_key::fresh(&set.caches[i], p);
+            }
             return true;
         });
-        if (SLABKIT_LIKELY(open)) return p;
+        if (SLABKIT_LIKELY(open))
+            return SLABKIT_LIKELY(checked == nullptr) ? p : free_key::fresh_checked(checked, p);
     }
     return detail::alloc_slow(d, T, size, zero, node);
 }
@@ -223,7 +231,8 @@ SLABKIT_NOINLINE void *alloc_on_cpu_or(design d, unsigned i, size_t size,
                                        void *(*fallback)(size_t)) {
     void *p = designs::visit(d, [&](auto ops) -> void * {
         auto &set = detail::set_of<T, decltype(ops)>();
-        return free_key::fresh(&set.caches[i], ops.alloc_cpu(&set.caches[i], &set.slots[i]));
+        return free_key::fresh(&set.caches[i], ops.alloc_cpu(&set.caches[i], &set.slots[i]),
+                               init_bits(&set.caches[i]));
     });
     return p ? p : fallback(size);
 }

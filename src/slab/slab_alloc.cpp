@@ -2,6 +2,7 @@
 // the shared array or the slabs, objects straight from a node's slabs (another node asked for,
 // bootstrap caches, threads without a slot), the slot's array itself, and the per-slot reaper.
 #include "core/debug.hpp"
+#include "core/free_key.hpp"
 #include "core/trimmer.hpp"
 #include "page/page_allocator.hpp"
 #include "slab/slab_internal.hpp"
@@ -237,6 +238,10 @@ page *grow_begin(slab_kmem_cache *s, int node) {
         for (uint32_t i = 0; i < s->objects; ++i)
             s->ctor(base + uint64_t{i} * s->size + s->debug_offset);
     }
+    // A checked class's free blocks all carry their key (core/free_key.hpp), a new slab's too;
+    // an objfreelist slab's array then covers its holder's, which slab_get_obj puts back.
+    if (free_key::keys_new_slabs(s))
+        for (uint32_t i = 0; i < s->objects; ++i) free_key::set(s, base + uint64_t{i} * s->size);
     uint32_t next = 0;
     order.for_each([&](uint32_t i) { fl[next++] = static_cast<freelist_idx>(i); });
     pg->priv[0] = reinterpret_cast<uintptr_t>(fl);

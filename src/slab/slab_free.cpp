@@ -2,6 +2,7 @@
 // slab bound, flushing a full array (to the shared array or the slabs), alien caches, and the
 // free slow path.
 #include "core/debug.hpp"
+#include "core/free_key.hpp"
 #include "page/page_allocator.hpp"
 #include "slab/slab_internal.hpp"
 
@@ -16,7 +17,11 @@ void *slab_get_obj(slab_kmem_cache *s, page *pg) {
     set_slab_active(pg, active + 1);
     // An objfreelist slab keeps its array in the object at position objects - 1, handed out
     // last: once it is out, the slab has no array until an object comes back.
-    if (s->place == freelist_place::objfreelist && active + 1 == s->objects) pg->priv[0] = 0;
+    // A checked class's key (core/free_key.hpp) goes back over the array's first bytes.
+    if (s->place == freelist_place::objfreelist && active + 1 == s->objects) {
+        pg->priv[0] = 0;
+        if (free_key::keys_new_slabs(s)) free_key::set(s, obj);
+    }
     return obj;
 }
 

@@ -136,6 +136,30 @@ int main(int argc, char **argv) {
         char *b = launder(malloc(300000));
         poke(b, 300000, 1, 1);
         free(b);
+    } else if (!strcmp(k, "overflow_into_free")) {
+        /* 16 bytes past a block into its free neighbour (found among 64 blocks of a class: the
+           next in address order), then the neighbour handed out again. */
+        char *v[64];
+        size_t size = 48, i, j;
+        char *x = 0, *y = 0;
+        for (i = 0; i < 64; ++i) v[i] = launder(malloc(size));
+        for (i = 0; i < 64 && !y; ++i)
+            for (j = 0; j < 64; ++j)
+                if (v[j] == v[i] + size) {
+                    x = v[i];
+                    y = v[j];
+                    break;
+                }
+        if (!y) return 4;
+        free(y);
+        poke(x, (long)size, 'A', 16);
+        launder(malloc(size)); /* y again: its first 16 bytes are not what its free left */
+    } else if (!strcmp(k, "write_after_free_key")) {
+        /* A write after free over the block's second word, then the block handed out again. */
+        char *b = launder(malloc(48));
+        free(b);
+        poke(b, 8, 'B', 8);
+        launder(malloc(48));
     } else if (!strcmp(k, "overflow_4k")) {
         /* One byte past a 4 KiB block: a class with red zones, or for SLOB (whose debugged
            blocks stay below a page) a guarded block. */
