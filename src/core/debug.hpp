@@ -152,12 +152,12 @@ void report_leak(const cache *c, void *slot, const char *op);
 inline constexpr size_t kBlockRedZone = kRedZoneMin; // at least; the rounding after it too
 inline constexpr size_t kBlockLeftRedZone = 24;      // before the header: with it, 32 bytes
 inline constexpr size_t kBlockTracks = 2 * sizeof(track);
-// A new block: its red zones (rz bytes after the object, left_len at left) active; the object 0x5a unless zeroed;
-// its allocation recorded.
+// A new block: its red zones (rz bytes after the object, left_len at left) active; the object 0x5a
+// unless zeroed; its allocation recorded.
 void block_alloc(const cache *c, char *obj, size_t size, size_t rz, char *left, size_t left_len,
                  bool zero, track *tracks);
-// Its free: the red zones checked (an overflow or underflow reported, naming op, and repaired), the free
-// recorded, the object poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all,
+// Its free: the red zones checked (an overflow or underflow reported, naming op, and repaired), the
+// free recorded, the object poisoned (or zeroed with SLABKIT_INIT=free), the block (`bytes` in all,
 // from `block`) quarantined. The design marks the block freed before.
 void block_free(cache *c, void *block, char *obj, size_t size, size_t rz, char *left,
                 size_t left_len, size_t bytes, const char *op, track *tracks);

@@ -270,10 +270,9 @@ void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero,
             // alignment puts the block; a debugged block has its red zone and rounding too.
             // (SLOB aligns a power-of-two size to itself.)
             const unsigned flags = own_block_debug(d, t, size);
-            const size_t extra =
-                flags ? debug::kBlockRedZone + debug::kBlockLeftRedZone +
-                            ((flags & kStoreUser) ? debug::kBlockTracks : 0)
-                      : 0;
+            const size_t extra = flags ? debug::kBlockRedZone + debug::kBlockLeftRedZone +
+                                             ((flags & kStoreUser) ? debug::kBlockTracks : 0)
+                                       : 0;
             const size_t need = flags && (size & (size - 1)) == 0 && size > align ? size : align;
             // The kernel's kmalloc (the minimum alignment, no debugging): the kernel's bound,
             // below a page less that alignment (mm/slob.c, __do_kmalloc_node).

@@ -389,7 +389,8 @@ void free_guarded(void *p, size_t size) {
     for (char *b = start; b < static_cast<char *>(p); ++b) {
         if (static_cast<uint8_t>(*b) == debug::kRedActive) continue;
         size_t len = 0;
-        while (b + len < static_cast<char *>(p) && static_cast<uint8_t>(b[len]) != debug::kRedActive)
+        while (b + len < static_cast<char *>(p) &&
+               static_cast<uint8_t>(b[len]) != debug::kRedActive)
             ++len;
         debug::report_guarded_underflow(static_cast<char *>(p), size, b - static_cast<char *>(p),
                                         len, "free");

@@ -1,8 +1,8 @@
 // buddy.cpp - the buddy free lists of a zone: take a block (splitting larger ones), put a block
 // back (merging it with its free buddy as far as it goes), and grow a node by a chunk.
 #include "page/dirty_bitmap.hpp"
-#include "page/readonly_bitmap.hpp"
 #include "page/page_allocator.hpp"
+#include "page/readonly_bitmap.hpp"
 
 #include <cerrno>
 

@@ -102,7 +102,6 @@ struct page_allocator_config {
     // mmap threshold rises). kProtectAlways protects every one.
     uint8_t protect_freed = kProtectOff;
 
-
     // Defaults, overridden by SLABKIT_ARENA_MAX_MB, SLABKIT_PCP_BATCH, SLABKIT_PCP_HIGH,
     // SLABKIT_PCP_HIGH_MAX (default for the process's allocator: 4 x pcp_high),
     // SLABKIT_RETAIN_KB, SLABKIT_DECAY_MS, SLABKIT_HUGE_PAGES_AFTER_MB (default for the process's
@@ -137,7 +136,7 @@ struct page_stats {
     node_stats node[platform::kMaxNodes] = {};
     // Totals over the nodes.
     uint64_t in_use = 0, in_pcp = 0, free_pages = 0, free_resident = 0, returned = 0;
-    uint64_t readonly = 0; // free pages write-protected (protect_freed)
+    uint64_t readonly = 0;       // free pages write-protected (protect_freed)
     uint64_t resident = 0;       // in_use + in_pcp + free_resident: an upper bound of our RSS
     uint64_t reserved_bytes = 0; // address space of all chunks (metadata included)
     uint64_t chunks = 0;

@@ -1,7 +1,7 @@
 // page_stats.cpp - statistics snapshots, the buddyinfo text and the invariant checker.
 #include "page/dirty_bitmap.hpp"
-#include "page/readonly_bitmap.hpp"
 #include "page/page_allocator.hpp"
+#include "page/readonly_bitmap.hpp"
 
 #include <cstdarg>
 #include <cstdio>
@@ -98,15 +98,14 @@ size_t page_allocator::format_buddyinfo(char *buf, size_t size) const {
             out.add(" %6llu", static_cast<unsigned long long>(st.node[n].free_blocks[o]));
         out.add("\n");
     }
-    out.add("pages: in_use %llu  in_pcp %llu  free %llu  free_resident %llu  resident %llu  "
-            "returned_to_os %llu  chunks %llu  readonly %llu\n",
-            static_cast<unsigned long long>(st.in_use), static_cast<unsigned long long>(st.in_pcp),
-            static_cast<unsigned long long>(st.free_pages),
-            static_cast<unsigned long long>(st.free_resident),
-            static_cast<unsigned long long>(st.resident),
-            static_cast<unsigned long long>(st.returned),
-            static_cast<unsigned long long>(st.chunks),
-            static_cast<unsigned long long>(st.readonly));
+    out.add(
+        "pages: in_use %llu  in_pcp %llu  free %llu  free_resident %llu  resident %llu  "
+        "returned_to_os %llu  chunks %llu  readonly %llu\n",
+        static_cast<unsigned long long>(st.in_use), static_cast<unsigned long long>(st.in_pcp),
+        static_cast<unsigned long long>(st.free_pages),
+        static_cast<unsigned long long>(st.free_resident),
+        static_cast<unsigned long long>(st.resident), static_cast<unsigned long long>(st.returned),
+        static_cast<unsigned long long>(st.chunks), static_cast<unsigned long long>(st.readonly));
     return out.len;
 }
 

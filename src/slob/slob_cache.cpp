@@ -495,14 +495,14 @@ void kfree(slob_cache *s, page *pg, void *obj, const char *op) {
     case header_kind::debug: {
         // The plain delete of a new[] block, or the reverse: reported, the block left alone.
         if (const char *why = debug::mismatched_delete(op, hi.origin))
-            return debug::block_mismatched_delete(&g_arena, static_cast<char *>(obj), h->size,
-                                                  why, op, tracks);
+            return debug::block_mismatched_delete(&g_arena, static_cast<char *>(obj), h->size, why,
+                                                  op, tracks);
         const size_t size = h->size, rz = debug_block_bytes(size) - kHeader - size;
         const size_t bytes = block_bytes(h, hi.tracked);
         h->check =
             check_of(obj, h->size) ^ (hi.tracked ? kQuarantinedTrackedBlock : kQuarantinedBlock);
-        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz,
-                                 left_red_zone(h), kLeftRedZone, bytes, op, tracks);
+        return debug::block_free(&g_arena, h, static_cast<char *>(obj), size, rz, left_red_zone(h),
+                                 kLeftRedZone, bytes, op, tracks);
     }
     case header_kind::plain:
         break;
@@ -532,8 +532,7 @@ void *kmalloc(size_t size, size_t align, bool zero, int node, unsigned debug_fla
     // and the pages fill with holes that every search walks. Its header holds the rounded size.
     if (asked > kMinalign && align == 16) bytes = (bytes + 15) & ~size_t{15};
     const bool debug = debug_flags != 0, tracked = (debug_flags & kStoreUser) != 0;
-    if (debug)
-        bytes = kLeftRedZone + debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
+    if (debug) bytes = kLeftRedZone + debug_block_bytes(size) + (tracked ? debug::kBlockTracks : 0);
     const size_t before = debug ? kLeftRedZone + kHeader : kHeader; // before the object
     void *b = block(bytes, align, before, node);
     if (!b) return nullptr;

@@ -106,11 +106,11 @@ TEST_F(PageAllocatorProtect, UntilReuseStopsProtectingAnOrderOnceABlockOfItIsTak
     ASSERT_NE(p, nullptr);
     pa.free(p, order);
     EXPECT_EQ(readonly_pages(pa), size_t{1} << order); // the first free of the order: protected
-    void *q = pa.alloc(order);                          // taken again: the program reuses them
+    void *q = pa.alloc(order);                         // taken again: the program reuses them
     ASSERT_EQ(q, p);
     EXPECT_EQ(pa.protect_order(), order + 1);
     pa.free(q, order);
-    EXPECT_EQ(readonly_pages(pa), 0u); // no longer protected, nor those below
+    EXPECT_EQ(readonly_pages(pa), 0u);      // no longer protected, nor those below
     static_cast<volatile char *>(q)[0] = 1; // no fault
     void *r = pa.alloc(kProtectMinOrder);
     ASSERT_NE(r, nullptr);
