@@ -126,7 +126,7 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now,
     // Pages write-protected at a free (protect_freed) are made writable again, all at once: one
     // system call, under the lock, so that no other thread sees the block half protected. A
     // block split off a protected one keeps its bits and its protection until it is taken.
-    if (cfg_.protect_freed != kProtectOff && readonly_count(c, pfn, order) != 0) {
+    if (cfg_.protect_freed != kProtectOff && readonly_bitmap::count(c, pfn, order) != 0) {
         platform::os_status st = platform::commit(page_to_virt(pg), kPageSize << order);
         if (SLABKIT_UNLIKELY(!st.ok())) {
             // Back to the free lists as it was (still protected); the caller fails.
@@ -136,8 +136,8 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now,
             merge_and_link(z, pg, order, now, false);
             return nullptr;
         }
-        z.readonly_pages -= readonly_count(c, pfn, order);
-        readonly_fill(c, pfn, order, false);
+        z.readonly_pages -= readonly_bitmap::count(c, pfn, order);
+        readonly_bitmap::fill(c, pfn, order, false);
         // The program wants blocks of this size again: from now on they stay writable.
         if (cfg_.protect_freed == kProtectUntilReuse && order >= protect_order())
             protect_order_.store(order + 1, std::memory_order_relaxed);

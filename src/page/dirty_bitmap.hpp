@@ -6,16 +6,13 @@
 
 namespace slabkit {
 
-inline uint64_t *dirty_words(chunk *c) {
-    return chunk_bitmap(c, kDirtyBitmapOffset);
-}
+using dirty_bitmap = page_bitmap<kDirtyBitmapOffset>;
 
 inline uint64_t dirty_count(chunk *c, size_t pfn, unsigned order) {
-    return page_bits_count(dirty_words(c), pfn, order);
+    return dirty_bitmap::count(c, pfn, order);
 }
-
 inline void dirty_fill(chunk *c, size_t pfn, unsigned order, bool dirty) {
-    page_bits_fill(dirty_words(c), pfn, order, dirty);
+    dirty_bitmap::fill(c, pfn, order, dirty);
 }
 
 } // namespace slabkit

@@ -489,7 +489,7 @@ void page_allocator::zone_free(page *pg, unsigned order) {
         // alloc_from_zones).
         select_decayed(z, now, batch);
         if (readonly) {
-            readonly_fill(chunk_of(pg), page_pfn(pg), order, true);
+            readonly_bitmap::fill(chunk_of(pg), page_pfn(pg), order, true);
             z.readonly_pages += size_t{1} << order;
         }
         zone_put(z, pg, order, now);

@@ -1,5 +1,6 @@
-// page_bits.hpp - one bit per page of a chunk, for the bitmaps kept in a chunk's metadata (the
-// dirty bitmap, the read-only bitmap). Touched only under the chunk's zone lock.
+// page_bits.hpp - one bit per page of a chunk, for the bitmaps kept in a chunk's metadata: the
+// dirty bitmap (dirty_bitmap.hpp) and the read-only bitmap (readonly_bitmap.hpp), each at its
+// offset in the chunk. Touched only under the chunk's zone lock.
 //
 // A block of 2^order pages is aligned to its size, so for order >= 6 it covers whole 64-bit
 // words and for smaller orders it is a mask inside one word: counting or setting a block's bits
@@ -11,31 +12,32 @@
 
 namespace slabkit {
 
-inline uint64_t *chunk_bitmap(chunk *c, size_t offset) {
-    return reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(c) + offset);
-}
-
-// The number of the block's pages whose bit is set.
-inline uint64_t page_bits_count(const uint64_t *words, size_t pfn, unsigned order) {
-    const uint64_t *w = words + pfn / 64;
-    if (order < 6) {
-        uint64_t mask = ((uint64_t{1} << (1u << order)) - 1) << (pfn % 64);
-        return popcount64(*w & mask);
+template <size_t kOffset>
+struct page_bitmap {
+    static uint64_t *words(chunk *c) {
+        return reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(c) + kOffset);
     }
-    uint64_t n = 0;
-    for (size_t i = 0; i < (size_t{1} << (order - 6)); ++i)
-        n += w[i] == ~uint64_t{0} ? 64 : popcount64(w[i]); // whole words are the common case
-    return n;
-}
-
-inline void page_bits_fill(uint64_t *words, size_t pfn, unsigned order, bool set) {
-    uint64_t *w = words + pfn / 64;
-    if (order < 6) {
-        uint64_t mask = ((uint64_t{1} << (1u << order)) - 1) << (pfn % 64);
-        *w = set ? (*w | mask) : (*w & ~mask);
-        return;
+    // The number of the block's pages whose bit is set.
+    static uint64_t count(chunk *c, size_t pfn, unsigned order) {
+        const uint64_t *w = words(c) + pfn / 64;
+        if (order < 6) {
+            uint64_t mask = ((uint64_t{1} << (1u << order)) - 1) << (pfn % 64);
+            return popcount64(*w & mask);
+        }
+        uint64_t n = 0;
+        for (size_t i = 0; i < (size_t{1} << (order - 6)); ++i)
+            n += w[i] == ~uint64_t{0} ? 64 : popcount64(w[i]); // whole words are the common case
+        return n;
     }
-    for (size_t i = 0; i < (size_t{1} << (order - 6)); ++i) w[i] = set ? ~uint64_t{0} : 0;
-}
+    static void fill(chunk *c, size_t pfn, unsigned order, bool set) {
+        uint64_t *w = words(c) + pfn / 64;
+        if (order < 6) {
+            uint64_t mask = ((uint64_t{1} << (1u << order)) - 1) << (pfn % 64);
+            *w = set ? (*w | mask) : (*w & ~mask);
+            return;
+        }
+        for (size_t i = 0; i < (size_t{1} << (order - 6)); ++i) w[i] = set ? ~uint64_t{0} : 0;
+    }
+};
 
 } // namespace slabkit

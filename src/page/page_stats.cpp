@@ -150,7 +150,7 @@ unsigned page_allocator::validate(char *report, size_t size) const {
                         }
                     pages += size_t{1} << o;
                     resident += dirty;
-                    readonly += readonly_count(c, pfn, o);
+                    readonly += readonly_bitmap::count(c, pfn, o);
                 }
                 if (walked != list.count || list.last != prev)
                     problem("free list count or tail is wrong", nullptr, o);
@@ -165,7 +165,7 @@ unsigned page_allocator::validate(char *report, size_t size) const {
                 problem("block being decommitted has a wrong state", page_to_virt(pg), o);
             purging += size_t{1} << o;
             purging_resident += dirty_count(chunk_of(pg), page_pfn(pg), o);
-            readonly += readonly_count(chunk_of(pg), page_pfn(pg), o);
+            readonly += readonly_bitmap::count(chunk_of(pg), page_pfn(pg), o);
         }
         if (walked != z.purging.count || purging != z.purging_pages ||
             purging_resident != z.purging_resident)
