@@ -357,21 +357,36 @@ constexpr unsigned kGuardedFreed = 64;
 constexpr size_t kMallocEndAlign = 16;
 struct freed_block {
     void *addr;  // the block, as handed out (a second free names it)
-    char *start; // its mapping: `whole` bytes, then the guard page
+    char *start; // its mapping: a guard page, `whole` bytes, a guard page
     size_t whole;
 };
 freed_block g_freed[kGuardedFreed]; // under g_lock; a ring, oldest at g_freed_head
 unsigned g_freed_head = 0, g_nr_freed = 0;
 
+// A guarded block's mapping, `whole` bytes aligned to `align`, between two guard pages without
+// access: the one after it catches an overflow, the one before it an underflow of a block of
+// whole pages (one of another size has the rest of its first page before it, its left red zone,
+// checked at its free). Reserved as one span, the guards included; released likewise
+// (release_guarded).
 void *alloc_guarded(size_t whole, size_t align) {
     platform::os_status st;
-    void *p = platform::reserve(whole + kPageSize, align, &st);
-    if (!p) return nullptr;
+    const size_t extra = align > kPageSize ? align : 0; // room to align the block
+    auto *r = static_cast<char *>(platform::reserve(whole + 2 * kPageSize + extra, kPageSize, &st));
+    if (!r) return nullptr;
+    char *p = reinterpret_cast<char *>(align_up(reinterpret_cast<uintptr_t>(r) + kPageSize, align));
+    char *const span_end = r + whole + 2 * kPageSize + extra;
+    if (p - kPageSize > r) platform::release(r, static_cast<size_t>(p - kPageSize - r));
+    if (span_end > p + whole + kPageSize)
+        platform::release(p + whole + kPageSize,
+                          static_cast<size_t>(span_end - (p + whole + kPageSize)));
     if (!platform::commit(p, whole).ok()) {
-        platform::release(p, whole + kPageSize);
+        platform::release(p - kPageSize, whole + 2 * kPageSize);
         return nullptr;
     }
     return p;
+}
+void release_guarded(char *p, size_t whole) {
+    platform::release(p - kPageSize, whole + 2 * kPageSize);
 }
 
 // A guarded block ends at its guard page (alloc_uncounted): its mapping starts at the page
@@ -408,7 +423,7 @@ void free_guarded(void *p, size_t size) {
         g_freed[(g_freed_head + g_nr_freed) % kGuardedFreed] = freed_block{p, start, whole};
         ++g_nr_freed;
     }
-    if (old.addr) platform::release(old.start, old.whole + kPageSize);
+    if (old.addr) release_guarded(old.start, old.whole);
 }
 } // namespace
 
@@ -474,7 +489,7 @@ void *alloc_uncounted(size_t size, size_t align, bool zero) {
             ok = insert(g + off, whole - off);
         }
         if (!ok) {
-            platform::release(g, whole + kPageSize);
+            release_guarded(g, whole);
             return nullptr;
         }
         g_mapped.fetch_add(whole - off, std::memory_order_relaxed);

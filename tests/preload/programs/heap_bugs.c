@@ -172,6 +172,11 @@ int main(int argc, char **argv) {
         char *b = launder(malloc(300000));
         poke(b, -1, 1, 1);
         free(b);
+    } else if (!strcmp(k, "underflow_large_pages")) {
+        /* One byte before a block of whole pages: its mapping's guard page before it. */
+        char *b = launder(malloc(256 * 1024));
+        poke(b, -1, 1, 1);
+        free(b);
     } else if (!strcmp(k, "overflow_large")) {
         char *b = launder(malloc(64 * 1024));
         poke(b, 64 * 1024 + 100, 1, 1); /* past the block, into the guard page */
