@@ -125,8 +125,10 @@ page *page_allocator::zone_take(zone &z, unsigned order, uint64_t now,
     pg = pfn_to_page(c, pfn);
     // Pages write-protected at a free (protect_freed) are made writable again, all at once: one
     // system call, under the lock, so that no other thread sees the block half protected. A
-    // block split off a protected one keeps its bits and its protection until it is taken.
-    if (cfg_.protect_freed != kProtectOff && readonly_bitmap::count(c, pfn, order) != 0) {
+    // block split off a protected one keeps its bits and its protection until it is taken. The
+    // zone's count first: with no protected free page (the option off, or every size reused) a
+    // take reads no bitmap.
+    if (z.readonly_pages != 0 && readonly_bitmap::count(c, pfn, order) != 0) {
         platform::os_status st = platform::commit(page_to_virt(pg), kPageSize << order);
         if (SLABKIT_UNLIKELY(!st.ok())) {
             // Back to the free lists as it was (still protected); the caller fails.
