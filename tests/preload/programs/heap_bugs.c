@@ -80,6 +80,31 @@ int main(int argc, char **argv) {
     } else if (!strcmp(k, "overflow1")) {
         poke(p, (long)malloc_usable_size(p), 0, 1);
         free(p);
+    } else if (!strncmp(k, "bounds_", 7)) {
+        /* bounds_<over|under>_<bytes>_<size>[_memcpy]: a block of <size> bytes (the size asked
+         * for, not the class's) written <bytes> bytes past its end or before its start, by a
+         * plain store of each byte or by one memcpy, then freed: the heap-error suites' matrix,
+         * for comparing the default with the C library's (tests/preload/compare_heap_bugs.sh). */
+        char dir[8] = {0};
+        unsigned long bytes = 0, size = 0;
+        if (sscanf(k + 7, "%5[a-z]_%lu_%lu", dir, &bytes, &size) != 3 || bytes == 0 ||
+            (strcmp(dir, "over") && strcmp(dir, "under"))) {
+            fprintf(stderr, "heap_bugs: bad kind '%s'\n", k);
+            return 2;
+        }
+        int by_memcpy = strstr(k, "_memcpy") != NULL;
+        char *q = launder(malloc(size));
+        char *r = launder(malloc(size)); /* a neighbour, so the block is not the heap's last */
+        long at = strcmp(dir, "over") ? -(long)bytes : (long)size;
+        if (by_memcpy) {
+            char *src = malloc(bytes);
+            memset(src, 'A', bytes);
+            memcpy(launder(q + at), src, bytes);
+        } else {
+            poke(q, at, 'A', bytes);
+        }
+        free(q);
+        free(r);
     } else if (!strcmp(k, "overflow_slack")) {
         /* 8 bytes asked for, in a 16-byte class: one byte past what was asked. */
         char *q = launder(malloc(8));
