@@ -85,6 +85,9 @@ typedef unsigned int slab_flags_t;
 #ifndef SLAB_STORE_USER
 #define SLAB_STORE_USER SLABKIT_STORE_USER
 #endif
+#ifndef SLAB_FAILSLAB
+#define SLAB_FAILSLAB SLABKIT_FAILSLAB
+#endif
 #ifndef SLAB_PANIC
 #define SLAB_PANIC SLABKIT_PANIC
 #endif

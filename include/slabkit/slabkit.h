@@ -44,6 +44,7 @@ typedef struct kmem_cache slabkit_cache;
 #define SLABKIT_STORE_USER 0x00010000u         /* remember who allocated and freed */
 #define SLABKIT_PANIC 0x00040000u              /* abort the process if creation fails */
 #define SLABKIT_TRACE 0x00200000u              /* print every allocation and free */
+#define SLABKIT_FAILSLAB 0x02000000u           /* SLABKIT_FAILSLAB may fail its allocations */
 
 /* Allocation flags (a subset of the kernel's gfp_t). */
 #define SLABKIT_GFP_ZERO 0x1u /* zero the memory */
@@ -374,6 +375,19 @@ SLABKIT_API void slabkit_print_stats(int fd);
  * by ';'; "" or "1" is FZPU everywhere; NULL or "-" none). Returns 0, or -1 with a sentence
  * naming what was wrong in *why (which may be NULL). */
 SLABKIT_API int slabkit_set_debug(const char *spec, const char **why);
+/* Fault injection, the kernel's failslab (docs/failslab.md): allocations from caches made with
+ * SLABKIT_FAILSLAB, or whose names match `caches` (comma-separated, '*' wildcards; "": every
+ * cache, kmalloc's and malloc's classes and blocks above them - "large" - included; NULL: the
+ * filter as it is, SLABKIT_FAILSLAB_CACHES at start) fail
+ * on purpose: NULL from the cache and kmalloc calls, NULL and ENOMEM from malloc, bad_alloc from
+ * new. spec is SLABKIT_FAILSLAB's grammar, probability[:interval[:times[:space]]]: a percentage
+ * (up to six decimals) of the allocations that pass the other tests; only every interval-th of
+ * those; at most `times` failures (-1: no limit, the default); none before `space` bytes were
+ * allocated. "off" or "0" stops failures (the caches stay armed: their fast paths closed).
+ * Returns 0, or -1 with a sentence naming what was wrong in *why (which may be NULL). */
+SLABKIT_API int slabkit_set_failslab(const char *spec, const char *caches, const char **why);
+/* Allocations failed on purpose: from cache c, or, for NULL, in all. */
+SLABKIT_API uint64_t slabkit_failslab_failures(const slabkit_cache *c);
 /* Checks cache c (the design's lists and counters; for a debug cache every object's red zones,
  * state and poison). The cache must not be in use meanwhile. Returns the problems found (each
  * reported on stderr), the first described in buf (which may be NULL). slabkit_validate checks

@@ -7,6 +7,7 @@
 #include "api/cache_handle.hpp"
 #include "core/cache.hpp"
 #include "core/debug.hpp"
+#include "core/failslab.hpp"
 #include "core/hardening.hpp"
 #include "core/report.hpp"
 #include "designs/designs.hpp"
@@ -64,6 +65,14 @@ SLABKIT_NOINLINE void free_zeroed(Ops ops, S *s, void *obj) {
     }
 }
 
+// An allocation that is zeroing (asked for, or init on alloc) or from a cache with fault
+// injection armed: out of line, so that the plain path stays the design's pop.
+template <class Ops, class S>
+SLABKIT_NOINLINE void *alloc_special(Ops ops, S *s, unsigned gfp) {
+    if (failslab::fails(s, init_bits(s), s->object_size)) return nullptr;
+    return ops.alloc(s, zeroing(s, gfp));
+}
+
 SLABKIT_ALWAYS_INLINE bool zeroing_free(const cache *c) {
     return (init_bits(c) & hardening::kInitOnFree) != 0;
 }
@@ -105,7 +114,9 @@ slabkit_cache *slabkit_cache_create_args(const char *design_name_, const char *n
 SLABKIT_HOT_ENTRY void *slabkit_cache_alloc(slabkit_cache *c, unsigned gfp) {
     return on(c, [&](auto ops, auto *s) {
         // Two tests and a constant for the design: its inline pop stays the whole fast path.
-        if (SLABKIT_UNLIKELY(zeroing(s, gfp))) return ops.alloc(s, true);
+        // (Any init bit - init on alloc or free, fault injection - goes to the first call.)
+        if (SLABKIT_UNLIKELY((gfp & SLABKIT_GFP_ZERO) | init_bits(s)))
+            return alloc_special(ops, s, gfp);
         return ops.alloc(s, false);
     });
 }
@@ -116,7 +127,10 @@ void *slabkit_inline_v1_alloc(slabkit_cache *c, unsigned gfp)
     __attribute__((alias("slabkit_cache_alloc")));
 
 void *slabkit_cache_alloc_node(slabkit_cache *c, unsigned gfp, int node) {
-    return on(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zeroing(s, gfp)); });
+    return on(c, [&](auto ops, auto *s) -> void * {
+        if (failslab::fails(s, init_bits(s), s->object_size)) return nullptr;
+        return ops.alloc_node(s, node, zeroing(s, gfp));
+    });
 }
 
 SLABKIT_HOT_ENTRY void slabkit_cache_free(slabkit_cache *c, void *obj) {
@@ -132,7 +146,8 @@ void slabkit_inline_v1_free(slabkit_cache *c, void *obj)
 size_t slabkit_cache_alloc_bulk(slabkit_cache *c, unsigned gfp, size_t n, void **p) {
     return on(c, [&](auto ops, auto *s) -> size_t {
         for (size_t i = 0; i < n; ++i) {
-            p[i] = ops.alloc(s, zeroing(s, gfp));
+            p[i] = failslab::fails(s, init_bits(s), s->object_size) ? nullptr
+                                                                    : ops.alloc(s, zeroing(s, gfp));
             if (SLABKIT_UNLIKELY(!p[i])) {
                 // All or nothing, as the kernel's bulk allocation.
                 for (size_t k = 0; k < i; ++k) ops.free(s, p[k]);
@@ -233,6 +248,17 @@ int slabkit_set_debug(const char *spec, const char **why) {
     if (debug::set_spec(spec, &reason)) return 0;
     if (why) *why = reason;
     return -1;
+}
+
+int slabkit_set_failslab(const char *spec, const char *caches, const char **why) {
+    return failslab::set(spec, caches, why) ? 0 : -1;
+}
+
+uint64_t slabkit_failslab_failures(const slabkit_cache *c) {
+    if (c) return failslab::failures_of(const_cast<cache *>(to_cache(c)));
+    failslab::status st;
+    failslab::get_status(&st);
+    return st.failures;
 }
 
 unsigned slabkit_cache_validate(slabkit_cache *c, char *buf, size_t size) {

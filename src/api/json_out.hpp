@@ -42,6 +42,12 @@ class json_out {
             write_decimal(static_cast<uint64_t>(v), false);
         return *this;
     }
+    // A number already written as JSON text (a decimal fraction).
+    json_out &number_text(const char *text) {
+        separate();
+        out_.append(text, __builtin_strlen(text));
+        return *this;
+    }
     json_out &boolean(bool v) {
         separate();
         out_.append(v ? "true" : "false", v ? 4 : 5);

@@ -15,6 +15,7 @@
 #include "api/live_format.hpp"
 #include "api/stats.hpp"
 #include "api/stats_json.hpp"
+#include "core/failslab.hpp"
 #include "designs/designs.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
@@ -265,9 +266,23 @@ void serve(live::live_header *h, uint32_t seq) {
         j.member("request", "report");
         serve_report(j, &status);
         break;
+    case live::request::failslab: {
+        j.member("request", "failslab");
+        char *caches = strchr(name, ';');
+        if (caches) *caches++ = '\0';
+        const char *why = nullptr;
+        // An empty argument reads the settings only.
+        if (name[0] != '\0' && !failslab::set(name, caches, &why)) {
+            j.member("error", why);
+            status = 1;
+        } else {
+            write_failslab(j);
+        }
+        break;
+    }
     default:
         j.member("request", "unknown");
-        j.member("error", "not a request this process knows (validate, shrink, report)");
+        j.member("error", "not a request this process knows (validate, shrink, report, failslab)");
         status = 1;
     }
     j.end_object();

@@ -15,7 +15,7 @@
 // two loads of `generation` and keeps the copy only if both loads are equal and even; otherwise
 // it tries again. So a reader never takes the process's locks and never sees a torn snapshot.
 //
-// Requests (validate, shrink, report): a reader takes `request_owner` (0 -> its pid, by
+// Requests (validate, shrink, report, failslab): a reader takes `request_owner` (0 -> its pid, by
 // compare-and-swap), writes `request_kind` and `request_arg`, then increments `request_seq` and
 // wakes it (FUTEX_WAKE, shared). The publisher's helper thread, which waits on `request_seq`
 // between publications, serves the request, writes the reply's JSON into the reply region,
@@ -41,7 +41,9 @@ inline constexpr size_t kPayloadBytes = kSegmentBytes - kPayloadOffset;
 // "/slabkit.<pid>": the name for shm_open; /dev/shm/slabkit.<pid> on Linux.
 inline constexpr const char *kNamePrefix = "/slabkit.";
 
-enum class request : uint32_t { none = 0, validate = 1, shrink = 2, report = 3 };
+// failslab's argument: fault injection's settings, "SPEC" or "SPEC;CACHES" (core/failslab.hpp;
+// without ';' the cache filter stays as it is).
+enum class request : uint32_t { none = 0, validate = 1, shrink = 2, report = 3, failslab = 4 };
 
 enum class state : uint32_t {
     starting = 0, // the header is being laid out: not yet readable

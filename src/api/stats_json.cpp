@@ -4,6 +4,7 @@
 
 #include "api/json_out.hpp"
 #include "api/stats.hpp"
+#include "core/failslab.hpp"
 #include "designs/designs.hpp"
 #include "page/page_allocator.hpp"
 #include "platform/platform.hpp"
@@ -42,9 +43,30 @@ void write_cache(json_out &j, const cache *c, heap_totals *totals) {
     j.key("activity").begin_object();
     j.member("allocs", st.allocs).member("alloc_slow", st.alloc_slow);
     j.member("frees", st.frees).member("free_slow", st.free_slow);
+    j.member("failslab_failures", failslab::failures_of(const_cast<cache *>(c)));
     j.end_object();
     j.end_object();
 }
+
+} // namespace
+
+// Fault injection's settings and counts (core/failslab.hpp).
+void write_failslab(json_out &j) {
+    failslab::status st;
+    failslab::get_status(&st);
+    j.key("failslab").begin_object();
+    j.key("armed").boolean(st.armed);
+    j.key("probability").number_text(st.probability);
+    j.member("interval", st.interval);
+    j.key("times").signed_number(st.times);
+    j.key("space").signed_number(st.space);
+    j.member("caches", st.caches);
+    j.member("failures", st.failures).member("block_failures", st.block_failures);
+    j.member("caches_untracked", st.caches_untracked);
+    j.end_object();
+}
+
+namespace {
 
 // The totals of the caches written above (the same figures, not a second walk), and the rest.
 void write_heap(json_out &j, heap_totals h) {
@@ -126,6 +148,7 @@ void write_stats_json(text_out &out, const live_info *live) {
     write_heap(j, walk.totals);
     write_pages(j);
     write_slots(j);
+    write_failslab(j);
     if (live) {
         j.key("live").begin_object();
         j.member("period_ms", live->period_ms).member("publish_count", live->publish_count);

@@ -19,4 +19,9 @@ struct live_info {
 // registry lock; never allocates.
 void write_stats_json(text_out &out, const live_info *live);
 
+class json_out;
+// Fault injection's settings and counts as the snapshot's "failslab" member (and the reply to
+// a live failslab request).
+void write_failslab(json_out &j);
+
 } // namespace slabkit::api

@@ -87,9 +87,16 @@ enum cache_flag : unsigned {
     kStoreUser = 0x00010000u,
     kPanic = 0x00040000u,
     kTrace = 0x00200000u,
+    // The cache's allocations may be failed on purpose (core/failslab.hpp), whatever
+    // SLABKIT_FAILSLAB_CACHES names: the kernel's SLAB_FAILSLAB.
+    kFailslab = 0x02000000u,
     // Any of these makes a debug cache (core/debug.hpp).
     kDebugFlags = kConsistencyChecks | kRedZone | kPoison | kStoreUser | kTrace,
-    kKnownFlags = kDebugFlags | kHwcacheAlign | kPanic,
+    kKnownFlags = kDebugFlags | kHwcacheAlign | kPanic | kFailslab,
+    // Not a user's flag: set by the library on the caches it makes for users (the API's and
+    // kmalloc's classes), which fault injection may arm (core/failslab.hpp); a design's own
+    // internal caches never fail on purpose.
+    kFailslabEligible = 0x80000000u,
 };
 
 inline constexpr size_t kMinAlign = 8;

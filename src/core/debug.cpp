@@ -3,6 +3,7 @@
 #include "core/debug.hpp"
 
 #include "base/bits.hpp"
+#include "base/glob.hpp"
 
 #include "core/hardening.hpp"
 
@@ -154,17 +155,6 @@ bool parse_spec(const char *text, spec *out, const char **why) {
         p = end + 1;
     }
     return true;
-}
-
-bool glob_match(const char *pat, const char *s) {
-    if (*pat == '\0') return *s == '\0';
-    if (*pat == '*') {
-        for (;; ++s) {
-            if (glob_match(pat + 1, s)) return true;
-            if (*s == '\0') return false;
-        }
-    }
-    return *pat == *s && glob_match(pat + 1, s + 1);
 }
 
 void read_spec_once() {

@@ -3,6 +3,7 @@
 #include "designs/designs.hpp"
 
 #include "core/debug.hpp"
+#include "core/failslab.hpp"
 #include "core/slab_release.hpp"
 #include "core/trimmer.hpp"
 #include "platform/platform.hpp"
@@ -25,8 +26,11 @@ cache *create(design d, const cache_args &args, const char **why) {
         }
         // SLABKIT_DEBUG (or slabkit_set_debug) may ask for debugging of this cache by name.
         cache_args with_debug = args;
-        with_debug.flags |= debug::spec_flags(args.name);
-        return ops.create(with_debug, why);
+        with_debug.flags |= debug::spec_flags(args.name) | kFailslabEligible;
+        auto *c = ops.create(with_debug, why);
+        // Fault injection may fail its allocations (SLABKIT_FAILSLAB).
+        if (c) failslab::arm_cache(c);
+        return c;
     });
 }
 

@@ -3,6 +3,7 @@
 
 #include "base/name_text.hpp"
 #include "core/debug.hpp"
+#include "core/failslab.hpp"
 #include "core/hardening.hpp"
 
 #include "core/report.hpp"
@@ -150,7 +151,8 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         class_cache_name(d, T, i, name, sizeof name);
         const char *why = nullptr;
         (void)debugging(); // decided before the first block is handed out
-        cache_args args{name, size, class_align(size), debug::spec_flags(name), nullptr};
+        cache_args args{name, size, class_align(size), debug::spec_flags(name) | kFailslabEligible,
+                        nullptr};
         // A power-of-two block is aligned to its size (the kernel's promise): a debug slot puts
         // red zones before the object, so its alignment must say so up to 8 KiB too.
         if ((args.flags & kDebugFlags) && (size & (size - 1)) == 0) args.align = size;
@@ -179,6 +181,9 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
             if (c.free_key != kNoFreeKey && free_key::mode() == 2)
                 c.init.store(static_cast<uint8_t>(c.init.load() | free_key::kCheckOnAlloc));
         }
+        // Fault injection (SLABKIT_FAILSLAB): an armed class's init bit closes its gated fast
+        // paths, and it gets no shortcut below, so every allocation asks on the slow path.
+        failslab::arm_cache(&set.caches[i]);
         // A hot class (hot_class.hpp) holds many objects of one size: its slabs are packed.
         if (T == class_table::malloc && i >= kNrFixedMallocClasses &&
             !ops.set_order(&set.caches[i], hot_class_order(set.caches[i].size), &why))
@@ -187,7 +192,7 @@ SLABKIT_NOINLINE cache *open_class(design d, unsigned i) {
         using D = decltype(ops);
         if constexpr (shortcut_v<D>) {
             if (D::can_shortcut(&set.caches[i]) &&
-                !(set.caches[i].init.load() & free_key::kCheckOnAlloc)) {
+                !(set.caches[i].init.load() & (free_key::kCheckOnAlloc | failslab::kInitBit))) {
                 set.caches[i].shortcut = static_cast<uint8_t>(detail::shortcut_entry<T>(i));
                 slots::set_acquire_hook(set_shortcuts_of_slot);
             }
@@ -281,6 +286,8 @@ void *own_kmalloc(design d, class_table t, size_t size, size_t align, bool zero,
                        : align < kPageSize / 4 && size < kPageSize &&
                              size + extra + 2 * need < kPageSize) {
                 *served = true;
+                // Fault injection's one question for this allocation (core/failslab.hpp).
+                if (failslab::block_fails(size, "slob-pages")) return nullptr;
                 return ops.kmalloc(size, align, zero, node, flags);
             }
         }
@@ -324,6 +331,8 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
     (void)debugging(); // decided before the first block is handed out
     zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     if (size == 0) return kZeroSizePtr;
+    // Fault injection asks once per allocation: SLOB's blocks in own_kmalloc, a class's below,
+    // page and OS blocks after them.
     if (has_own_kmalloc(d)) {
         // SLOB: blocks with a size header below a page; a page or more from the page allocator.
         bool served;
@@ -333,10 +342,12 @@ void *detail::alloc_slow(design d, class_table t, size_t size, bool zero, int no
         cache *c = t == class_table::kernel ? cache_for(d, class_of(size), t)
                                             : cache_for(d, malloc_class_of(size), t);
         if (SLABKIT_UNLIKELY(!c)) return nullptr;
+        if (failslab::fails(c, init_bits(c), size)) return nullptr;
         void *p =
             designs::visit(c, [&](auto ops, auto *s) { return ops.alloc_node(s, node, zero); });
         return zero ? p : free_key::fresh(c, p, init_bits(c));
     }
+    if (failslab::block_fails(size, "large")) return nullptr;
     if ((size > kMaxCacheSize || has_own_kmalloc(d)) && guard_blocks()) {
         // Guarded while debugging; if the OS refuses more mappings (each guarded block is two),
         // a page block does without the guard rather than failing. SLOB's from a page on (what
@@ -364,6 +375,8 @@ size_t aligned_class_size(size_t size, size_t align) {
 void *alloc_aligned(design d, size_t size, size_t align, bool zero, class_table t) {
     zero = zero || hardening::zero_on_alloc(hardening::init_mode());
     const size_t n = size < align ? align : size;
+    // Fault injection asks once: SLOB's blocks in own_kmalloc, a class's in alloc, page and OS
+    // blocks after them.
     if (has_own_kmalloc(d)) {
         bool served;
         void *p = own_kmalloc(d, class_table::kernel, size, align < kMinAlign ? kMinAlign : align,
@@ -372,6 +385,7 @@ void *alloc_aligned(design d, size_t size, size_t align, bool zero, class_table 
     } else if (n <= kMaxCacheSize && align <= kPageSize) {
         return alloc(d, aligned_class_size(size, align), zero, kAnyNode);
     }
+    if (failslab::block_fails(size, "large")) return nullptr;
     if (size > kMaxCacheSize && guard_blocks()) {
         if (void *p = large::alloc(size, align, zero)) return p;
     }

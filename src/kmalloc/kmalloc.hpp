@@ -33,6 +33,7 @@
 
 #include "base/bits.hpp"
 #include "core/cache.hpp"
+#include "core/failslab.hpp"
 #include "core/free_key.hpp"
 #include "designs/designs.hpp"
 
@@ -182,7 +183,6 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
     if (SLABKIT_LIKELY(size - 1 < kMaxCacheSize && node == kAnyNode)) {
         const size_t i = index_of<T>(size);
         void *p;
-        const cache *checked = nullptr;
         bool open = designs::visit(d, [&](auto ops) SLABKIT_LAMBDA_INLINE {
             // The thread's shortcut to its structure of the class (alloc_fast_or); an empty one
             // goes on below, to the design's alloc and its slow path. A zeroing allocation
@@ -204,20 +204,18 @@ SLABKIT_ALWAYS_INLINE void *alloc(design d, size_t size, bool zero, int node) {
             if constexpr (own_kmalloc_v<decltype(ops)>) return false;
             auto &set = detail::set_of<T, decltype(ops)>();
             if (SLABKIT_UNLIKELY(!set.open[i].load(std::memory_order_acquire))) return false;
-            // Init on alloc (core/hardening.hpp) is a zeroing allocation.
-            const unsigned init = init_bits(&set.caches[i]);
-            p = ops.alloc(&set.caches[i], zero || (init & hardening::kInitOnAlloc) != 0);
-            if (!zero) {
-                // SLABKIT_FREE_KEY=2's check, by a tail call below.
-                if (SLABKIT_UNLIKELY(init & free_key::kCheckOnAlloc))
-                    checked = &set.caches[i];
-                else
-                    free_key::fresh(&set.caches[i], p);
-            }
+            // A class with anything to do at allocation - init on alloc (core/hardening.hpp),
+            // SLABKIT_FREE_KEY=2's check (core/free_key.hpp), fault injection (core/
+            // failslab.hpp) - goes to the slow path, which does each: one test of its init
+            // byte here, and no call (a call made the callers save registers).
+            constexpr unsigned kSlowInit =
+                hardening::kInitOnAlloc | free_key::kCheckOnAlloc | failslab::kInitBit;
+            if (SLABKIT_UNLIKELY(init_bits(&set.caches[i]) & kSlowInit)) return false;
+            p = ops.alloc(&set.caches[i], zero);
+            if (!zero) free_key::fresh(&set.caches[i], p);
             return true;
         });
-        if (SLABKIT_LIKELY(open))
-            return SLABKIT_LIKELY(checked == nullptr) ? p : free_key::fresh_checked(checked, p);
+        if (SLABKIT_LIKELY(open)) return p;
     }
     return detail::alloc_slow(d, T, size, zero, node);
 }

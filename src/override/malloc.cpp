@@ -127,6 +127,10 @@ void *detail::new_array_slow(size_t size) {
     return p;
 }
 
+void *detail::calloc_failed() {
+    return fail_nomem();
+}
+
 void *detail::calloc_slow(size_t n, size_t size) {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total) || total > kMaxRequest) return fail_nomem();

@@ -30,6 +30,8 @@ namespace detail {
 // Size 0, sizes above kmalloc's caches, and failures (errno ENOMEM).
 void *malloc_slow(size_t size);
 void *calloc_slow(size_t n, size_t size);
+// NULL with errno ENOMEM: calloc's fast path found no block.
+void *calloc_failed();
 void *aligned_slow(size_t align, size_t size); // align: a power of two above kMallocAlign
 // operator new's and new[]'s slow paths: malloc_slow, and while debugging the block is marked
 // as theirs, so that the other form of delete is reported (debug::set_origin).
@@ -60,6 +62,8 @@ SLABKIT_ALWAYS_INLINE void *calloc(size_t n, size_t size) {
         // SLOB's blocks may end before 16 bytes.)
         void *p = kmalloc::alloc<kMallocTable>(process_design(), total, false, kAnyNode);
         if (SLABKIT_LIKELY(p != nullptr)) return memset(p, 0, total);
+        // The class had no block: no second try (fault injection asks once per call).
+        return detail::calloc_failed();
     }
     return detail::calloc_slow(n, size);
 }

@@ -35,11 +35,10 @@ SLABKIT_ALWAYS_INLINE void *alloc_aligned(size_t size, size_t align) {
     return libc::memalign(align, size);
 }
 
-// The standard's loop: retry after each call of the new-handler; without one, throw.
+// The standard's loop, after the caller's allocation failed: the new-handler, then a retry;
+// without one, throw. (No retry before the handler: fault injection asks once per call.)
 SLABKIT_NOINLINE void *new_slow(size_t size, size_t align) {
     for (;;) {
-        void *p = alloc_aligned(size, align);
-        if (p) return p;
         std::new_handler handler = current_handler();
         if (!handler) {
             if (slabkit_cxx_throw_bad_alloc) slabkit_cxx_throw_bad_alloc();
@@ -48,16 +47,17 @@ SLABKIT_NOINLINE void *new_slow(size_t size, size_t align) {
                             size);
         }
         handler();
+        if (void *p = alloc_aligned(size, align)) return p;
     }
 }
 
-// A nothrow new whose allocation failed. Without a new-handler the answer is NULL. With one,
-// the handler may throw, and the exception must become NULL: that takes a catch, which this
-// runtime-free file cannot have, so the C++ runtime's own nothrow operator (the next definition
-// of the symbol, which wraps the throwing operator new - ours - in a try/catch) does it.
+// A nothrow new whose allocation failed (the caller's). Without a new-handler the answer is
+// NULL. With one, the handler may throw, and the exception must become NULL: that takes a
+// catch, which this runtime-free file cannot have, so the C++ runtime's own nothrow operator
+// (the next definition of the symbol, which wraps the throwing operator new - ours - in a
+// try/catch) does it.
 SLABKIT_NOINLINE void *new_nothrow_slow(size_t size, size_t align) noexcept {
-    void *p = alloc_aligned(size, align);
-    if (p || !current_handler()) return p;
+    if (!current_handler()) return nullptr;
     const std::nothrow_t tag{}; // not std::nothrow: that object lives in libstdc++
     if (align <= libc::kMallocAlign) {
         using nothrow_new = void *(*)(size_t, const std::nothrow_t &) noexcept;

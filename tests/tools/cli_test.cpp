@@ -320,6 +320,11 @@ TEST_F(Cli, BadOptions) {
     expect_error(run_tool({"-p", "1", "--count", "2"}), 2, "--count");
     expect_error(run_tool({"--list", "-p", "1"}), 2, "--list takes no -p");
     expect_error(run_tool({"-p", "1", "--timeout", "-1"}), 2, "--timeout");
+    expect_error(run_tool({snap, "--failslab", "50"}), 2, "--failslab asks a live process");
+    expect_error(run_tool({"-p", "1", "--failslab", "50", "kmalloc"}), 2,
+                 "--failslab names its caches after a ';' in its settings: it takes no regex");
+    expect_error(run_tool({"-p", "1", "--failslab", ""}), 2, "--failslab needs settings");
+    expect_error(run_tool({"-p", "1", "--failslab", "50", "-T"}), 2, "cannot be combined");
     const auto help = run_tool({"--help"});
     EXPECT_EQ(help.status, 0);
     EXPECT_NE(help.out.find("slabinfo -p PID [options] [regex]"), std::string::npos);

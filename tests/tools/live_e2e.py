@@ -24,10 +24,10 @@ def check(ok, what):
         print(f"FAIL: {what}", flush=True)
 
 
-# The requests (-v, -s, --report) wait for the process's helper thread to answer; under a loaded
+# The requests (-v, -s, --report, --failslab) wait for the process's helper thread to answer; under a loaded
 # CI machine that can take longer than slabinfo's default 5 s, and this test is about what the
 # answers say, not how fast they come.
-REQUESTS = ("-v", "-s", "--report")
+REQUESTS = ("-v", "-s", "--report", "--failslab")
 
 
 def slabinfo(tool, *args, timeout=60):
@@ -140,6 +140,19 @@ def main():
                 check(back["heap"] == saved["heap"], "the saved snapshot's heap changed on reading")
             rc, out, err = slabinfo(tool, path, "-D")
             check(rc == 0 and "e2e-1" in out, f"slabinfo FILE -D: {rc} {err!r}")
+
+    # Fault injection set, read and turned off from outside (failing nothing: probability 0).
+    rc, out, err = slabinfo(tool, "-p", pid, "--failslab", "0:3:5;e2e-1")
+    want = "armed: probability 0%, interval 3, times 5, space 0, caches e2e-1"
+    check(rc == 0 and want in out, f"--failslab 0:3:5;e2e-1: {rc} {out!r} {err!r}")
+    rc, out, err = slabinfo(tool, "-p", pid, "--failslab", "show")
+    check(rc == 0 and want in out and "failed so far: 0 allocations" in out,
+          f"--failslab show: {rc} {out!r} {err!r}")
+    rc, out, err = slabinfo(tool, "-p", pid, "--failslab", "5:0")
+    check(rc == 1 and "refused the failslab request: the interval" in err and
+          err.count("\n") == 1, f"--failslab 5:0: {rc} {err!r}")
+    rc, out, err = slabinfo(tool, "-p", pid, "--failslab", "off")
+    check(rc == 0 and "fault injection is not armed" in out, f"--failslab off: {rc} {out!r}")
 
     check(p.quit() == 0, "the publisher failed")
     # Gone: a clear error, not a hang.

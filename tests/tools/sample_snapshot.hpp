@@ -91,6 +91,10 @@ inline constexpr std::string_view kSampleJson = R"json({
     "thread_slots": 1024, "threads_owning": 3, "restarts": 4, "busy": 5, "shared_holds": 6,
     "cpu_drains": 7
   },
+  "failslab": {
+    "armed": true, "probability": 12.5, "interval": 3, "times": -1, "space": 4096,
+    "caches": "kmalloc-*", "failures": 9, "block_failures": 2, "caches_untracked": 0
+  },
   "live": {"period_ms": 1000, "publish_count": 12}
 })json";
 

@@ -92,7 +92,7 @@ TEST(Snapshot, ReadsEveryField) {
     EXPECT_EQ(d.slabinfo_tunables, (std::array<uint64_t, 3>{120, 60, 8}));
     EXPECT_EQ(d.tunables.size(), 4u);
     EXPECT_EQ(d.counters.back(), (slabinfo::named_value{"REAPED", 2}));
-    EXPECT_EQ(d.activity, (slabinfo::activity_counts{7300, 300, 7050, 150}));
+    EXPECT_EQ(d.activity, (slabinfo::activity_counts{7300, 300, 7050, 150, std::nullopt}));
     EXPECT_TRUE(s.caches[4].tunables.empty());
     EXPECT_TRUE(s.caches[4].counters.empty());
 
@@ -152,6 +152,16 @@ TEST(Snapshot, ReadsEveryField) {
     EXPECT_EQ(sl.shared_holds, 6u);
     EXPECT_EQ(sl.cpu_drains, 7u);
 
+    ASSERT_TRUE(s.failslab.has_value());
+    EXPECT_TRUE(s.failslab->armed);
+    EXPECT_EQ(s.failslab->probability, 12.5);
+    EXPECT_EQ(s.failslab->interval, 3u);
+    EXPECT_EQ(s.failslab->times, -1);
+    EXPECT_EQ(s.failslab->space, 4096);
+    EXPECT_EQ(s.failslab->caches, "kmalloc-*");
+    EXPECT_EQ(s.failslab->failures, 9u);
+    EXPECT_EQ(s.failslab->block_failures, 2u);
+
     ASSERT_TRUE(s.live.has_value());
     EXPECT_EQ(s.live->period_ms, 1000u);
     EXPECT_EQ(s.live->publish_count, 12u);
@@ -192,6 +202,9 @@ TEST(Snapshot, ChangedFiguresDoNotCompareEqual) {
         [](snapshot &x) { x.heap.kept_bytes++; },
         [](snapshot &x) { *x.heap.refusals += 1; },
         [](snapshot &x) { x.live->publish_count++; },
+        [](snapshot &x) { x.failslab->times++; },
+        [](snapshot &x) { x.failslab->probability += 0.5; },
+        [](snapshot &x) { x.failslab->armed = false; },
         [](snapshot &x) { x.saved_from = std::string("f"); },
     };
     for (size_t i = 0; i < changes.size(); i++) {
@@ -226,7 +239,8 @@ TEST(Snapshot, EveryMissingFieldIsNamed) {
     walk = [&](const std::vector<std::string> &keys, const std::string &shown, const json &j) {
         if (j.is_object()) {
             for (const auto &[key, value] : j.items()) {
-                if (keys.empty() && (key == "format" || key == "version" || key == "live"))
+                if (keys.empty() &&
+                    (key == "format" || key == "version" || key == "live" || key == "failslab"))
                     continue;
                 // Optional: older snapshots have none (HeapRefusalsAreOptional).
                 if (keys.size() == 1 && keys[0] == "heap" && key == "refusals") continue;
@@ -256,6 +270,13 @@ TEST(Snapshot, EveryMissingFieldIsNamed) {
     EXPECT_EQ(parse_error(with([](json &j) { j["live"].erase("period_ms"); })),
               "snap.json: field live.period_ms is missing");
     EXPECT_EQ(parse_error(with([](json &j) { j.erase("live"); })), "");
+    // So is failslab (snapshots saved before fault injection), and a cache's failures.
+    EXPECT_EQ(parse_error(with([](json &j) { j["failslab"].erase("times"); })),
+              "snap.json: field failslab.times is missing");
+    EXPECT_EQ(parse_error(with([](json &j) { j.erase("failslab"); })), "");
+    EXPECT_EQ(
+        parse_error(with([](json &j) { j["caches"][0]["activity"]["failslab_failures"] = 3; })),
+        "");
 }
 
 TEST(Snapshot, WrongTypesAreNamed) {
@@ -280,6 +301,12 @@ TEST(Snapshot, WrongTypesAreNamed) {
               "snap.json: field caches is {}, not an array");
     EXPECT_EQ(parse_error(with([](json &j) { j["slots"] = 3; })),
               "snap.json: field slots is 3, not an object");
+    EXPECT_EQ(parse_error(with([](json &j) { j["failslab"]["armed"] = 1; })),
+              "snap.json: field failslab.armed is 1, not true or false");
+    EXPECT_EQ(parse_error(with([](json &j) { j["failslab"]["times"] = 1.5; })),
+              "snap.json: field failslab.times is 1.5, not an integer");
+    EXPECT_EQ(parse_error(with([](json &j) { j["failslab"]["probability"] = "x"; })),
+              "snap.json: field failslab.probability is \"x\", not a number");
     EXPECT_EQ(parse_error(with([](json &j) { j["page_size"] = 4000; })),
               "snap.json: field page_size is 4000, not a power of two up to 1 GiB");
     EXPECT_EQ(parse_error(with([](json &j) { j["caches"][2]["order"] = 40; })),

@@ -38,6 +38,7 @@ enum class view {
     validate,       // -v
     shrink,         // -s
     process_report, // --report
+    failslab,       // --failslab
     json,           // --json
     processes,      // --list
     none,           // only -o
@@ -53,6 +54,8 @@ struct options {
     double watch = 0; // seconds; 0: once
     unsigned count = 0;
     std::string output;
+    std::string failslab; // --failslab's settings ("show": read only)
+    bool has_failslab = false;
     double timeout = 5.0;
 
     std::string file;  // without -p: the first argument
@@ -91,6 +94,7 @@ void resolve(options &o) {
         {o.validate, "-v", view::validate},
         {o.shrink, "-s", view::shrink},
         {o.process_report, "--report", view::process_report},
+        {o.has_failslab, "--failslab", view::failslab},
         {o.json, "--json", view::json},
         {o.processes, "--list", view::processes},
     };
@@ -129,13 +133,19 @@ void resolve(options &o) {
         o.file = o.args[0];
         if (o.args.size() > 1) o.regex = o.args[1];
     }
-    const bool request = o.validate || o.shrink || o.process_report;
+    const bool request = o.validate || o.shrink || o.process_report || o.has_failslab;
     if (request && !o.has_pid)
         throw usage_error(fmt::format("{} asks a live process: use -p PID", chosen->name));
     if (request && saving)
         throw usage_error(fmt::format("-o and {} cannot be combined", chosen->name));
     if (o.process_report && !o.regex.empty())
         throw usage_error("--report is the whole process's report: it takes no regex");
+    if (o.has_failslab && !o.regex.empty())
+        throw usage_error("--failslab names its caches after a ';' in its settings: it takes no "
+                          "regex");
+    if (o.has_failslab && o.failslab.empty())
+        throw usage_error("--failslab needs settings (probability[:interval[:times[:space]]]"
+                          "[;caches], off, or show)");
     if (o.watch > 0) {
         if (!o.has_pid) throw usage_error("--watch redraws a live process: use -p PID");
         if (request || o.json || saving)
@@ -237,8 +247,8 @@ int run(options &o) {
     segment_options so;
     so.request_timeout = timeout;
     so.read_timeout = std::min(seconds(2.0), timeout);
-    so.writable =
-        o.shown == view::validate || o.shown == view::shrink || o.shown == view::process_report;
+    so.writable = o.shown == view::validate || o.shown == view::shrink ||
+                  o.shown == view::process_report || o.shown == view::failslab;
 
     std::optional<live_segment> seg;
     std::function<snapshot()> load;
@@ -264,6 +274,10 @@ int run(options &o) {
         std::vector<shrink_result> results;
         for (const auto &name : targets) results.push_back(request_shrink(*seg, name));
         print(shrink_view(results));
+        return 0;
+    }
+    case view::failslab: {
+        print(failslab_view(o.pid, request_failslab(*seg, o.failslab == "show" ? "" : o.failslab)));
         return 0;
     }
     case view::process_report: {
@@ -337,6 +351,10 @@ int main(int argc, char **argv) {
     app.add_flag("-v", o.validate, "ask the process to validate the caches (all, or the regex's)");
     app.add_flag("-s", o.shrink, "ask the process to shrink the caches (all, or the regex's)");
     app.add_flag("--report", o.process_report, "the process's own statistics report");
+    app.add_option("--failslab", o.failslab,
+                   "set the process's fault injection: probability[:interval[:times[:space]]] "
+                   "[;cache,cache...], off, or show (docs/failslab.md)")
+        ->type_name("SETTINGS");
     auto *watch = app.add_option("--watch", o.watch, "redraw every N seconds, like slabtop")
                       ->type_name("N")
                       ->check(CLI::Range(0.01, 86400.0));
@@ -358,6 +376,7 @@ int main(int argc, char **argv) {
     try {
         app.parse(argc, argv);
         o.has_pid = app.count("-p") > 0;
+        o.has_failslab = app.count("--failslab") > 0;
         resolve(o);
     } catch (const CLI::ParseError &e) {
         if (e.get_exit_code() == 0) return app.exit(e); // --help

@@ -418,6 +418,8 @@ const char *request_name(live::request kind) {
         return "shrink";
     case live::request::report:
         return "report";
+    case live::request::failslab:
+        return "failslab";
     case live::request::none:
         break;
     }
@@ -429,8 +431,9 @@ raw_reply live_segment::send_request(live::request kind, std::string_view arg) c
     const char *name = request_name(kind);
     if (!options_.writable) fail(fmt::format("{} is not open for a request", path_));
     if (arg.size() >= sizeof h.request_arg || arg.find('\0') != arg.npos)
-        fail(fmt::format("cache name '{}' does not fit a request ({} bytes at most)", one_line(arg),
-                         sizeof h.request_arg - 1));
+        fail(fmt::format("{} '{}' does not fit a request ({} bytes at most)",
+                         kind == live::request::failslab ? "the failslab settings" : "cache name",
+                         one_line(arg), sizeof h.request_arg - 1));
     const pid_t me = ::getpid();
     const auto deadline = deadline_after(options_.request_timeout);
     const std::string too_late = fmt::format("process {} did not answer the {} request within {}",
@@ -534,6 +537,13 @@ struct reply_reader {
         if (it == j.end() || !it->is_string()) bad(path, "a string");
         return it->get<std::string>();
     }
+    // The member `key` of j, of the kind `is` tells (json::is_array, ...), named `want` if not.
+    const json &member(const json &j, const char *key, const std::string &path,
+                       bool (json::*is)() const noexcept, const char *want) const {
+        auto it = j.find(key);
+        if (it == j.end() || !((*it).*is)()) bad(path, want);
+        return *it;
+    }
 };
 
 } // namespace
@@ -554,17 +564,36 @@ validate_result parse_validate_reply(const raw_reply &reply, pid_t pid) {
 shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid) {
     const json j = reply_json(reply, pid, live::request::shrink);
     reply_reader r{pid, "shrink"};
-    auto caches = j.find("caches");
-    if (caches == j.end() || !caches->is_array()) r.bad("caches", "an array");
+    const json &caches = r.member(j, "caches", "caches", &json::is_array, "an array");
     shrink_result out;
-    for (size_t i = 0; i < caches->size(); i++) {
-        const json &c = (*caches)[i];
+    for (size_t i = 0; i < caches.size(); i++) {
+        const json &c = caches[i];
         const std::string path = fmt::format("caches[{}]", i);
         if (!c.is_object()) r.bad(path, "an object");
         out.caches.push_back({r.text(c, "name", path + ".name"),
                               r.number(c, "pages_before", path + ".pages_before"),
                               r.number(c, "pages_after", path + ".pages_after")});
     }
+    return out;
+}
+
+failslab_state parse_failslab_reply(const raw_reply &reply, pid_t pid) {
+    const json j = reply_json(reply, pid, live::request::failslab);
+    reply_reader r{pid, "failslab"};
+    const json &f = r.member(j, "failslab", "failslab", &json::is_object, "an object");
+    failslab_state out;
+    out.armed = r.member(f, "armed", "failslab.armed", &json::is_boolean, "a boolean").get<bool>();
+    out.probability =
+        r.member(f, "probability", "failslab.probability", &json::is_number, "a number")
+            .get<double>();
+    out.interval = r.number(f, "interval", "failslab.interval");
+    out.times = r.member(f, "times", "failslab.times", &json::is_number_integer, "an integer")
+                    .get<int64_t>();
+    out.space = r.member(f, "space", "failslab.space", &json::is_number_integer, "an integer")
+                    .get<int64_t>();
+    out.caches = r.text(f, "caches", "failslab.caches");
+    out.failures = r.number(f, "failures", "failslab.failures");
+    out.block_failures = r.number(f, "block_failures", "failslab.block_failures");
     return out;
 }
 
@@ -583,6 +612,10 @@ shrink_result request_shrink(const live_segment &seg, std::string_view cache) {
 
 std::string request_report(const live_segment &seg) {
     return parse_report_reply(seg.send_request(live::request::report, ""), seg.pid());
+}
+
+failslab_state request_failslab(const live_segment &seg, std::string_view settings) {
+    return parse_failslab_reply(seg.send_request(live::request::failslab, settings), seg.pid());
 }
 
 // ---- --list -------------------------------------------------------------------------------------

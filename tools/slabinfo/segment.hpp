@@ -148,13 +148,20 @@ struct shrink_result {
     bool operator==(const shrink_result &) const = default;
 };
 
+// Fault injection's settings and counts in a process (its snapshot's or reply's "failslab").
+using failslab_state = failslab_info;
+
 validate_result parse_validate_reply(const raw_reply &reply, pid_t pid);
+failslab_state parse_failslab_reply(const raw_reply &reply, pid_t pid);
 shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid);
 std::string parse_report_reply(const raw_reply &reply, pid_t pid);
 
 validate_result request_validate(const live_segment &seg, std::string_view cache);
 shrink_result request_shrink(const live_segment &seg, std::string_view cache);
 std::string request_report(const live_segment &seg);
+// Sets fault injection's settings ("SPEC" or "SPEC;CACHES", core/failslab.hpp) in the process,
+// or with "" only reads them; what the process has then.
+failslab_state request_failslab(const live_segment &seg, std::string_view settings);
 
 // One file of --list.
 struct segment_entry {

@@ -80,6 +80,18 @@ class reader {
             wrong_type(path, j, "an unsigned integer");
         }
     }
+    void read_value(const json &j, const std::string &path, int64_t &out) const {
+        if (!j.is_number_integer()) wrong_type(path, j, "an integer");
+        out = j.get<int64_t>();
+    }
+    void read_value(const json &j, const std::string &path, double &out) const {
+        if (!j.is_number()) wrong_type(path, j, "a number");
+        out = j.get<double>();
+    }
+    void read_value(const json &j, const std::string &path, bool &out) const {
+        if (!j.is_boolean()) wrong_type(path, j, "true or false");
+        out = j.get<bool>();
+    }
     void read_value(const json &j, const std::string &path, std::string &out) const {
         if (!j.is_string()) wrong_type(path, j, "a string");
         out = j.get<std::string>();
@@ -121,6 +133,15 @@ class reader {
 };
 
 json write_value(uint64_t v) {
+    return json(v);
+}
+json write_value(int64_t v) {
+    return json(v);
+}
+json write_value(double v) {
+    return json(v);
+}
+json write_value(bool v) {
     return json(v);
 }
 json write_value(const std::string &v) {

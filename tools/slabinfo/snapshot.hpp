@@ -44,6 +44,9 @@ struct activity_counts {
     uint64_t alloc_slow = 0;
     uint64_t frees = 0;
     uint64_t free_slow = 0;
+    // Allocations failed on purpose (docs/failslab.md); absent in snapshots saved before fault
+    // injection (2026-12-07), which still load.
+    std::optional<uint64_t> failslab_failures;
 
     template <class Self, class V>
     static void fields(Self &s, V &&v) {
@@ -51,6 +54,7 @@ struct activity_counts {
         v("alloc_slow", s.alloc_slow);
         v("frees", s.frees);
         v("free_slow", s.free_slow);
+        v("failslab_failures", s.failslab_failures);
     }
     bool operator==(const activity_counts &) const = default;
 };
@@ -232,6 +236,33 @@ struct slot_stats {
     bool operator==(const slot_stats &) const = default;
 };
 
+// Fault injection's settings and failures (docs/failslab.md).
+struct failslab_info {
+    bool armed = false;
+    double probability = 0; // percent
+    uint64_t interval = 1;
+    int64_t times = -1; // failures left; -1: no limit
+    int64_t space = 0;
+    std::string caches; // the filter; "": every cache
+    uint64_t failures = 0;
+    uint64_t block_failures = 0; // of blocks not of a cache
+    uint64_t caches_untracked = 0;
+
+    template <class Self, class V>
+    static void fields(Self &s, V &&v) {
+        v("armed", s.armed);
+        v("probability", s.probability);
+        v("interval", s.interval);
+        v("times", s.times);
+        v("space", s.space);
+        v("caches", s.caches);
+        v("failures", s.failures);
+        v("block_failures", s.block_failures);
+        v("caches_untracked", s.caches_untracked);
+    }
+    bool operator==(const failslab_info &) const = default;
+};
+
 // What a live segment's payload adds.
 struct live_info {
     uint64_t period_ms = 0;
@@ -258,6 +289,7 @@ struct snapshot {
     heap_totals heap;
     page_totals pages;
     slot_stats slots;
+    std::optional<failslab_info> failslab; // absent before fault injection (2026-12-07)
     std::optional<live_info> live;         // a live segment's payload
     std::optional<std::string> saved_from; // a snapshot saved with slabinfo -o
 
@@ -273,6 +305,7 @@ struct snapshot {
         v("heap", s.heap);
         v("pages", s.pages);
         v("slots", s.slots);
+        v("failslab", s.failslab);
         v("live", s.live);
         v("saved_from", s.saved_from);
     }

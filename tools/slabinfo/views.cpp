@@ -496,6 +496,22 @@ std::string shrink_view(const std::vector<shrink_result> &results) {
     return out;
 }
 
+std::string failslab_view(pid_t pid, const failslab_state &st) {
+    std::string out;
+    if (!st.armed) {
+        put_line(out, fmt::format("process {}: fault injection is not armed", pid));
+        return out;
+    }
+    put_line(out, fmt::format("process {}: fault injection armed: probability {}%, interval {}, "
+                              "times {}, space {}, caches {}",
+                              pid, st.probability, st.interval,
+                              st.times < 0 ? std::string("no limit") : std::to_string(st.times),
+                              st.space, st.caches.empty() ? "all" : st.caches));
+    put_line(out, fmt::format("failed so far: {} allocations ({} of blocks not of a cache)",
+                              st.failures, st.block_failures));
+    return out;
+}
+
 std::string process_list_view(const std::vector<segment_entry> &entries, uint64_t now_ns) {
     if (entries.empty()) return "no process publishes statistics now\n";
     std::string out;

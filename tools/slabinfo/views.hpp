@@ -83,6 +83,8 @@ std::string validate_view(pid_t pid,
                           const std::vector<std::pair<std::string, validate_result>> &results);
 // -s: the caches of every reply.
 std::string shrink_view(const std::vector<shrink_result> &results);
+// --failslab: the process's fault injection settings and counts after the request.
+std::string failslab_view(pid_t pid, const failslab_state &st);
 // --list. now_ns: CLOCK_REALTIME, for the age of the last publication.
 std::string process_list_view(const std::vector<segment_entry> &entries, uint64_t now_ns);
 // --watch's first line.
