@@ -42,12 +42,13 @@ class json_out {
             write_decimal(static_cast<uint64_t>(v), false);
         return *this;
     }
-    // A number already written as JSON text (a decimal fraction).
-    json_out &number_text(const char *text) {
+    // A value already written as JSON text (a decimal fraction; an array another writer made).
+    json_out &json_text(const char *text, size_t n) {
         separate();
-        out_.append(text, __builtin_strlen(text));
+        out_.append(text, n);
         return *this;
     }
+    json_out &number_text(const char *text) { return json_text(text, __builtin_strlen(text)); }
     json_out &boolean(bool v) {
         separate();
         out_.append(v ? "true" : "false", v ? 4 : 5);

@@ -15,6 +15,7 @@
 #include "api/live_format.hpp"
 #include "api/stats.hpp"
 #include "api/stats_json.hpp"
+#include "core/debug.hpp"
 #include "core/failslab.hpp"
 #include "designs/designs.hpp"
 #include "platform/lock.hpp"
@@ -183,6 +184,73 @@ void serve_validate(json_out &j, const char *name, int *status) {
     if (copies == 2) j.member("first_copy_problems", a.problems);
 }
 
+// In the copy of the process: every matching cache with owner tracking, its allocation and
+// free sites grouped (debug::gather_traces), as a JSON array into out.
+size_t traces_in_copy(void *arg, char *out, size_t size) {
+    struct walk {
+        name_match m;
+        json_out *j;
+    };
+    text_out text{out, size};
+    json_out j{text};
+    walk w{{static_cast<const char *>(arg)}, &j};
+    j.begin_array();
+    registry::for_each(
+        [](cache *c, void *a) {
+            auto *wk = static_cast<walk *>(a);
+            if (!c->debug || !(c->flags & kStoreUser) || !matches(c, &wk->m)) return;
+            static debug::trace_table alloc, freed;
+            if (!debug::gather_traces(c, &alloc, &freed)) return;
+            json_out &jj = *wk->j;
+            jj.begin_object().member("name", c->name);
+            // SLOB keeps nothing of a free slot: no free sites to show.
+            jj.key("free_sites_kept").boolean(!c->debug_fresh);
+            for (auto [key, t] : {std::pair{"alloc", &alloc}, std::pair{"free", &freed}}) {
+                jj.key(key).begin_object();
+                jj.member("objects", t->objects).member("dropped", t->dropped);
+                jj.key("sites").begin_array();
+                for (unsigned i = 0; i < t->n; ++i) {
+                    const debug::trace_site &e = t->sites[i];
+                    char where[256] = "(no stack: the unwinder's own first allocation)";
+                    if (e.addr) platform::describe_address(e.addr, where, sizeof where);
+                    jj.begin_object().member("count", e.count).member("site", where);
+                    jj.member("age_min_ms", e.age_min_ms);
+                    jj.member("age_avg_ms", e.age_sum_ms / e.count);
+                    jj.member("age_max_ms", e.age_max_ms);
+                    jj.member("tid_min", uint64_t{e.tid_min})
+                        .member("tid_max", uint64_t{e.tid_max});
+                    jj.member("cpus", e.cpus);
+                    jj.end_object();
+                }
+                jj.end_array().end_object();
+            }
+            jj.end_object();
+        },
+        &w);
+    j.end_array();
+    return text.len < size ? text.len : size;
+}
+
+void serve_traces(json_out &j, const char *name, int *status) {
+    static char buf[live::kReplyBytes - 4096];
+    platform::os_status st;
+    long n = platform::run_in_copy(traces_in_copy, const_cast<char *>(name), buf, sizeof buf - 1,
+                                   kCopyTimeoutMs, &st);
+    if (n < 0) {
+        char why[160];
+        platform::describe(st, why, sizeof why);
+        j.member("error", why);
+        *status = 1;
+        return;
+    }
+    if (n >= static_cast<long>(sizeof buf - 1)) {
+        j.member("error", "the traces are longer than a reply holds: name one cache");
+        *status = 1;
+        return;
+    }
+    j.key("caches").json_text(buf, static_cast<size_t>(n));
+}
+
 void serve_shrink(json_out &j, const char *name) {
     struct row {
         char name[32];
@@ -265,6 +333,17 @@ void serve(live::live_header *h, uint32_t seq) {
     case live::request::report:
         j.member("request", "report");
         serve_report(j, &status);
+        break;
+    case live::request::traces:
+        j.member("request", "traces");
+        if (!cache_exists(name)) {
+            char why[128];
+            snprintf(why, sizeof why, "no cache named \"%s\"", name);
+            j.member("error", why);
+            status = 1;
+        } else {
+            serve_traces(j, name, &status);
+        }
         break;
     case live::request::failslab: {
         j.member("request", "failslab");

@@ -15,9 +15,9 @@
 // two loads of `generation` and keeps the copy only if both loads are equal and even; otherwise
 // it tries again. So a reader never takes the process's locks and never sees a torn snapshot.
 //
-// Requests (validate, shrink, report, failslab): a reader takes `request_owner` (0 -> its pid, by
-// compare-and-swap), writes `request_kind` and `request_arg`, then increments `request_seq` and
-// wakes it (FUTEX_WAKE, shared). The publisher's helper thread, which waits on `request_seq`
+// Requests (validate, shrink, report, failslab, traces): a reader takes `request_owner` (0 -> its
+// pid, by compare-and-swap), writes `request_kind` and `request_arg`, then increments `request_seq`
+// and wakes it (FUTEX_WAKE, shared). The publisher's helper thread, which waits on `request_seq`
 // between publications, serves the request, writes the reply's JSON into the reply region,
 // `reply_bytes` and `reply_status`, then stores `reply_seq = request_seq`. The reader waits for
 // that, copies the reply and gives `request_owner` back (0). An owner that died is recognised by
@@ -43,7 +43,15 @@ inline constexpr const char *kNamePrefix = "/slabkit.";
 
 // failslab's argument: fault injection's settings, "SPEC" or "SPEC;CACHES" (core/failslab.hpp;
 // without ';' the cache filter stays as it is).
-enum class request : uint32_t { none = 0, validate = 1, shrink = 2, report = 3, failslab = 4 };
+// traces' argument: a cache name, or "" for every cache with owner tracking.
+enum class request : uint32_t {
+    none = 0,
+    validate = 1,
+    shrink = 2,
+    report = 3,
+    failslab = 4,
+    traces = 5,
+};
 
 enum class state : uint32_t {
     starting = 0, // the header is being laid out: not yet readable

@@ -1011,6 +1011,101 @@ uint64_t report_leaks(cache *c, const char *op) {
     return w.leaks;
 }
 
+namespace {
+
+// The site of a track: its first return address outside slabkit (the caller of malloc, kmalloc
+// or the cache call), else its outermost one.
+uintptr_t site_of(const track &tr) {
+    uintptr_t last = 0;
+    for (unsigned i = 0; i < kTrackDepth && tr.addrs[i]; ++i) {
+        last = tr.addrs[i];
+        if (!platform::in_own_module(last)) return last;
+    }
+    return last;
+}
+
+void add_to(trace_table *t, const track &tr, uint64_t now_ms) {
+    if (tr.tid == 0) return; // not recorded (an object never freed has no free track)
+    ++t->objects;
+    const uintptr_t site = site_of(tr);
+    const uint64_t age = now_ms > tr.when_ms ? now_ms - tr.when_ms : 0;
+    trace_site *e = nullptr;
+    for (unsigned i = 0; i < t->n; ++i)
+        if (t->sites[i].addr == site) e = &t->sites[i];
+    if (!e) {
+        if (t->n == kMaxTraceSites) {
+            ++t->dropped;
+            return;
+        }
+        e = &t->sites[t->n++];
+        *e = trace_site{site, 0, age, age, 0, tr.tid, tr.tid, 0};
+    }
+    ++e->count;
+    e->age_min_ms = age < e->age_min_ms ? age : e->age_min_ms;
+    e->age_max_ms = age > e->age_max_ms ? age : e->age_max_ms;
+    e->age_sum_ms += age;
+    e->tid_min = tr.tid < e->tid_min ? tr.tid : e->tid_min;
+    e->tid_max = tr.tid > e->tid_max ? tr.tid : e->tid_max;
+    e->cpus |= uint64_t{1} << (tr.cpu < 63 ? tr.cpu : 63);
+}
+
+struct trace_walk {
+    cache *c;
+    trace_table *alloc, *freed;
+    uint64_t now_ms;
+};
+
+void trace_slot(cache *c, char *slot, trace_walk *w) {
+    const uint64_t st = state_of(c, slot);
+    const track *tr = tracks_of(c, slot);
+    if (st == kStateAllocated)
+        add_to(w->alloc, tr[0], w->now_ms);
+    else if (st == kStateFree)
+        add_to(w->freed, tr[1], w->now_ms);
+}
+
+void sort_sites(trace_table *t) {
+    // Insertion sort by count, most first: a few hundred sites at most, in a copy of the process.
+    for (unsigned i = 1; i < t->n; ++i) {
+        trace_site x = t->sites[i];
+        unsigned j = i;
+        for (; j > 0 && t->sites[j - 1].count < x.count; --j) t->sites[j] = t->sites[j - 1];
+        t->sites[j] = x;
+    }
+}
+
+} // namespace
+
+bool gather_traces(cache *c, trace_table *alloc, trace_table *freed) {
+    alloc->n = freed->n = 0;
+    alloc->objects = freed->objects = alloc->dropped = freed->dropped = 0;
+    if (!c->debug || !(c->flags & kStoreUser)) return false;
+    trace_walk w{c, alloc, freed, platform::now_coarse_ms()};
+    if (c->debug_fresh) {
+        // SLOB: its live slots, by their tag; a free slot's bytes are SLOB's.
+        if (c->debug_walk)
+            c->debug_walk(
+                c,
+                [](cache *cc, char *slot, void *arg) {
+                    trace_slot(cc, slot, static_cast<trace_walk *>(arg));
+                },
+                &w);
+    } else {
+        for_each_slab_in_arena(
+            c,
+            [](page *pg, void *arg) {
+                auto *tw = static_cast<trace_walk *>(arg);
+                char *first = reinterpret_cast<char *>(slab_base(pg));
+                for (uint32_t i = 0; i < tw->c->objects; ++i)
+                    trace_slot(tw->c, first + size_t{i} * tw->c->size, tw);
+            },
+            &w);
+    }
+    sort_sites(alloc);
+    sort_sites(freed);
+    return true;
+}
+
 uint64_t errors() {
     return g_errors.load(std::memory_order_relaxed);
 }

@@ -58,6 +58,29 @@ struct track {
     uint64_t when_ms;
 };
 
+// One call site's objects in a cache with owner tracking, as a line of the kernel's
+// alloc_traces and free_traces: how many objects, their ages, threads and CPUs.
+struct trace_site {
+    uintptr_t addr; // the first return address outside slabkit: its caller's
+    uint64_t count;
+    uint64_t age_min_ms, age_max_ms, age_sum_ms;
+    uint32_t tid_min, tid_max;
+    uint64_t cpus; // bit n: CPU n (CPUs from 63 on share bit 63)
+};
+inline constexpr unsigned kMaxTraceSites = 512;
+struct trace_table {
+    trace_site sites[kMaxTraceSites]; // by count, most first, once gathered
+    unsigned n;
+    uint64_t objects; // every object counted, in the sites or not
+    uint64_t dropped; // objects of sites past kMaxTraceSites
+};
+// Groups the tracks of debug cache c's objects by site: its allocated objects' allocation
+// tracks into `alloc`, its free objects' free tracks (objects freed at least once) into
+// `freed` (nothing for SLOB's slots, whose free bytes are SLOB's). false when c keeps no tracks
+// (no U). The cache must not be in use meanwhile: the live request runs it in a copy of the
+// process.
+bool gather_traces(cache *c, trace_table *alloc, trace_table *freed);
+
 // The debug flags (kDebugFlags bits) SLABKIT_DEBUG or slabkit_set_debug() give the cache of
 // this name; 0 when none. Reads SLABKIT_DEBUG at the first call: a value that is not in the
 // grammar ends the process with a message naming what was wrong.

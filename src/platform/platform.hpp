@@ -177,6 +177,9 @@ unsigned thread_id();
 unsigned capture_stack(uintptr_t *out, unsigned max, unsigned skip);
 // "function+0xoff (module)" for a code address, as far as the dynamic loader can say, into buf.
 void describe_address(uintptr_t addr, char *buf, size_t size);
+// Whether a return address lies in the module (library or program) slabkit is built into: the
+// frames a caller's site is found after. Asks the dynamic loader: not for fast paths.
+bool in_own_module(uintptr_t addr);
 
 // Monotonic clock in nanoseconds (CLOCK_MONOTONIC).
 uint64_t now_ns();

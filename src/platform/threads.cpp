@@ -226,6 +226,14 @@ void describe_address(uintptr_t addr, char *buf, size_t size) {
     }
 }
 
+bool in_own_module(uintptr_t addr) {
+    Dl_info mine, info;
+    if (addr < 4096 || addr >= (uintptr_t{1} << 47)) return false;
+    if (dladdr(reinterpret_cast<void *>(&in_own_module), &mine) == 0) return false;
+    if (dladdr(reinterpret_cast<void *>(addr - 1), &info) == 0) return false;
+    return info.dli_fbase == mine.dli_fbase;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fork
 // ---------------------------------------------------------------------------------------------

@@ -321,6 +321,7 @@ TEST_F(Cli, BadOptions) {
     expect_error(run_tool({"--list", "-p", "1"}), 2, "--list takes no -p");
     expect_error(run_tool({"-p", "1", "--timeout", "-1"}), 2, "--timeout");
     expect_error(run_tool({snap, "--failslab", "50"}), 2, "--failslab asks a live process");
+    expect_error(run_tool({snap, "--traces"}), 2, "--traces asks a live process");
     expect_error(run_tool({"-p", "1", "--failslab", "50", "kmalloc"}), 2,
                  "--failslab names its caches after a ';' in its settings: it takes no regex");
     expect_error(run_tool({"-p", "1", "--failslab", ""}), 2, "--failslab needs settings");

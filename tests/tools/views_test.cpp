@@ -323,6 +323,27 @@ TEST(Views, ValidateAndShrinkReplies) {
     EXPECT_EQ(t[4], (strings{"Total", "27", "14", "13"}));
 }
 
+TEST(Views, TracesAsTheKernelListsThem) {
+    EXPECT_EQ(traces_view({}), "no cache keeps owner tracks (SLABKIT_DEBUG=U, or a cache made with "
+                               "SLABKIT_STORE_USER)\n");
+    cache_traces c;
+    c.name = "kmalloc-64";
+    c.alloc.objects = 30;
+    c.alloc.dropped = 2;
+    c.alloc.sites = {{20, "0x55aa f+0x1c (prog)", 5, 7, 9, 100, 104, 0b1011},
+                     {8, "0x55bb (libx.so+0x10)", 1, 1, 1, 7, 7, uint64_t{1} << 63}};
+    c.free.objects = 3;
+    c.free.sites = {{3, "g+0x4 (prog)", 0, 0, 0, 9, 9, 1}};
+    EXPECT_EQ(traces_view({c}),
+              "kmalloc-64: 30 objects in use, from 2 sites (2 objects of more sites not shown)\n"
+              "      20 f+0x1c (prog) age=5/7/9ms tid=100-104 cpus=0-1,3\n"
+              "       8 (libx.so+0x10) age=1/1/1ms tid=7 cpus=63+\n"
+              "kmalloc-64: 3 objects free, from 1 sites\n"
+              "       3 g+0x4 (prog) age=0/0/0ms tid=9 cpus=0\n");
+    c.free_sites_kept = false;
+    EXPECT_NE(traces_view({c}).find("free sites are not kept (SLOB"), std::string::npos);
+}
+
 TEST(Views, ProcessList) {
     EXPECT_EQ(process_list_view({}, 0), "no process publishes statistics now\n");
     segment_entry live;

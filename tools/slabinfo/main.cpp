@@ -39,6 +39,7 @@ enum class view {
     shrink,         // -s
     process_report, // --report
     failslab,       // --failslab
+    traces,         // --traces
     json,           // --json
     processes,      // --list
     none,           // only -o
@@ -50,7 +51,7 @@ struct options {
     std::vector<std::string> args; // [FILE] [regex]
     bool list = false, display_active = false, activity = false, totals = false, report_one = false,
          sort_size = false, show_empty = false, buddy = false, validate = false, shrink = false,
-         process_report = false, json = false, processes = false;
+         process_report = false, json = false, processes = false, traces = false;
     double watch = 0; // seconds; 0: once
     unsigned count = 0;
     std::string output;
@@ -95,6 +96,7 @@ void resolve(options &o) {
         {o.shrink, "-s", view::shrink},
         {o.process_report, "--report", view::process_report},
         {o.has_failslab, "--failslab", view::failslab},
+        {o.traces, "--traces", view::traces},
         {o.json, "--json", view::json},
         {o.processes, "--list", view::processes},
     };
@@ -133,7 +135,7 @@ void resolve(options &o) {
         o.file = o.args[0];
         if (o.args.size() > 1) o.regex = o.args[1];
     }
-    const bool request = o.validate || o.shrink || o.process_report || o.has_failslab;
+    const bool request = o.validate || o.shrink || o.process_report || o.has_failslab || o.traces;
     if (request && !o.has_pid)
         throw usage_error(fmt::format("{} asks a live process: use -p PID", chosen->name));
     if (request && saving)
@@ -248,7 +250,8 @@ int run(options &o) {
     so.request_timeout = timeout;
     so.read_timeout = std::min(seconds(2.0), timeout);
     so.writable = o.shown == view::validate || o.shown == view::shrink ||
-                  o.shown == view::process_report || o.shown == view::failslab;
+                  o.shown == view::process_report || o.shown == view::failslab ||
+                  o.shown == view::traces;
 
     std::optional<live_segment> seg;
     std::function<snapshot()> load;
@@ -274,6 +277,15 @@ int run(options &o) {
         std::vector<shrink_result> results;
         for (const auto &name : targets) results.push_back(request_shrink(*seg, name));
         print(shrink_view(results));
+        return 0;
+    }
+    case view::traces: {
+        std::vector<std::string> targets{""};
+        if (!o.regex.empty()) targets = request_targets(load(), o.regex);
+        std::vector<cache_traces> results;
+        for (const auto &name : targets)
+            for (auto &t : request_traces(*seg, name)) results.push_back(std::move(t));
+        print(traces_view(results));
         return 0;
     }
     case view::failslab: {
@@ -351,6 +363,9 @@ int main(int argc, char **argv) {
     app.add_flag("-v", o.validate, "ask the process to validate the caches (all, or the regex's)");
     app.add_flag("-s", o.shrink, "ask the process to shrink the caches (all, or the regex's)");
     app.add_flag("--report", o.process_report, "the process's own statistics report");
+    app.add_flag("--traces", o.traces,
+                 "debug mode with owner tracking: the caches' allocation and free sites, "
+                 "grouped (all, or the regex's)");
     app.add_option("--failslab", o.failslab,
                    "set the process's fault injection: probability[:interval[:times[:space]]] "
                    "[;cache,cache...], off, or show (docs/failslab.md)")

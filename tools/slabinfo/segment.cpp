@@ -420,6 +420,8 @@ const char *request_name(live::request kind) {
         return "report";
     case live::request::failslab:
         return "failslab";
+    case live::request::traces:
+        return "traces";
     case live::request::none:
         break;
     }
@@ -577,6 +579,44 @@ shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid) {
     return out;
 }
 
+std::vector<cache_traces> parse_traces_reply(const raw_reply &reply, pid_t pid) {
+    const json j = reply_json(reply, pid, live::request::traces);
+    reply_reader r{pid, "traces"};
+    const json &caches = r.member(j, "caches", "caches", &json::is_array, "an array");
+    std::vector<cache_traces> out;
+    for (size_t i = 0; i < caches.size(); i++) {
+        const json &c = caches[i];
+        const std::string path = fmt::format("caches[{}]", i);
+        if (!c.is_object()) r.bad(path, "an object");
+        cache_traces ct;
+        ct.name = r.text(c, "name", path + ".name");
+        ct.free_sites_kept = r.member(c, "free_sites_kept", path + ".free_sites_kept",
+                                      &json::is_boolean, "a boolean")
+                                 .get<bool>();
+        for (auto [key, side] : {std::pair{"alloc", &ct.alloc}, std::pair{"free", &ct.free}}) {
+            const std::string sp = path + "." + key;
+            const json &o = r.member(c, key, sp, &json::is_object, "an object");
+            side->objects = r.number(o, "objects", sp + ".objects");
+            side->dropped = r.number(o, "dropped", sp + ".dropped");
+            const json &sites = r.member(o, "sites", sp + ".sites", &json::is_array, "an array");
+            for (size_t k = 0; k < sites.size(); k++) {
+                const json &e = sites[k];
+                const std::string ep = fmt::format("{}.sites[{}]", sp, k);
+                if (!e.is_object()) r.bad(ep, "an object");
+                side->sites.push_back(
+                    {r.number(e, "count", ep + ".count"), r.text(e, "site", ep + ".site"),
+                     r.number(e, "age_min_ms", ep + ".age_min_ms"),
+                     r.number(e, "age_avg_ms", ep + ".age_avg_ms"),
+                     r.number(e, "age_max_ms", ep + ".age_max_ms"),
+                     r.number(e, "tid_min", ep + ".tid_min"),
+                     r.number(e, "tid_max", ep + ".tid_max"), r.number(e, "cpus", ep + ".cpus")});
+            }
+        }
+        out.push_back(std::move(ct));
+    }
+    return out;
+}
+
 failslab_state parse_failslab_reply(const raw_reply &reply, pid_t pid) {
     const json j = reply_json(reply, pid, live::request::failslab);
     reply_reader r{pid, "failslab"};
@@ -612,6 +652,10 @@ shrink_result request_shrink(const live_segment &seg, std::string_view cache) {
 
 std::string request_report(const live_segment &seg) {
     return parse_report_reply(seg.send_request(live::request::report, ""), seg.pid());
+}
+
+std::vector<cache_traces> request_traces(const live_segment &seg, std::string_view cache) {
+    return parse_traces_reply(seg.send_request(live::request::traces, cache), seg.pid());
 }
 
 failslab_state request_failslab(const live_segment &seg, std::string_view settings) {

@@ -151,7 +151,31 @@ struct shrink_result {
 // Fault injection's settings and counts in a process (its snapshot's or reply's "failslab").
 using failslab_state = failslab_info;
 
+// --traces: one call site's objects of a cache with owner tracking (the kernel's alloc_traces
+// and free_traces lines).
+struct trace_row {
+    uint64_t count = 0;
+    std::string site; // "0x... function+0xoff (module)"
+    uint64_t age_min_ms = 0, age_avg_ms = 0, age_max_ms = 0;
+    uint64_t tid_min = 0, tid_max = 0;
+    uint64_t cpus = 0; // bit n: CPU n (63: CPU 63 and up)
+    bool operator==(const trace_row &) const = default;
+};
+struct trace_side {
+    uint64_t objects = 0;
+    uint64_t dropped = 0; // objects of sites past the process's table
+    std::vector<trace_row> sites;
+    bool operator==(const trace_side &) const = default;
+};
+struct cache_traces {
+    std::string name;
+    bool free_sites_kept = true; // false: SLOB's slots, whose free bytes are SLOB's
+    trace_side alloc, free;
+    bool operator==(const cache_traces &) const = default;
+};
+
 validate_result parse_validate_reply(const raw_reply &reply, pid_t pid);
+std::vector<cache_traces> parse_traces_reply(const raw_reply &reply, pid_t pid);
 failslab_state parse_failslab_reply(const raw_reply &reply, pid_t pid);
 shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid);
 std::string parse_report_reply(const raw_reply &reply, pid_t pid);
@@ -159,6 +183,8 @@ std::string parse_report_reply(const raw_reply &reply, pid_t pid);
 validate_result request_validate(const live_segment &seg, std::string_view cache);
 shrink_result request_shrink(const live_segment &seg, std::string_view cache);
 std::string request_report(const live_segment &seg);
+// Every matching cache's sites ("" names every cache with owner tracking).
+std::vector<cache_traces> request_traces(const live_segment &seg, std::string_view cache);
 // Sets fault injection's settings ("SPEC" or "SPEC;CACHES", core/failslab.hpp) in the process,
 // or with "" only reads them; what the process has then.
 failslab_state request_failslab(const live_segment &seg, std::string_view settings);

@@ -496,6 +496,69 @@ std::string shrink_view(const std::vector<shrink_result> &results) {
     return out;
 }
 
+namespace {
+// A CPU mask as the kernel prints a list: "0-1,3". Bit 63 stands for CPU 63 and up.
+std::string cpu_list(uint64_t mask) {
+    std::string out;
+    for (unsigned c = 0; c < 64;) {
+        if (!(mask >> c & 1)) {
+            ++c;
+            continue;
+        }
+        unsigned e = c;
+        while (e + 1 < 64 && (mask >> (e + 1) & 1)) ++e;
+        if (!out.empty()) out += ',';
+        out += e == c ? std::to_string(c) : fmt::format("{}-{}", c, e);
+        c = e + 1;
+    }
+    if (mask >> 63 & 1) out += '+';
+    return out.empty() ? "-" : out;
+}
+// "function+0xoff (module)" of the process's "0x... function+0xoff (module)".
+std::string site_text(const std::string &site) {
+    if (site.starts_with("0x")) {
+        const size_t sp = site.find(' ');
+        if (sp != std::string::npos) return one_line(site.substr(sp + 1), 100);
+    }
+    return one_line(site, 100);
+}
+} // namespace
+
+std::string traces_view(const std::vector<cache_traces> &caches) {
+    std::string out;
+    if (caches.empty()) {
+        put_line(out, "no cache keeps owner tracks (SLABKIT_DEBUG=U, or a cache made with "
+                      "SLABKIT_STORE_USER)");
+        return out;
+    }
+    for (const auto &c : caches) {
+        for (const auto *side : {&c.alloc, &c.free}) {
+            const bool alloc = side == &c.alloc;
+            if (!alloc && !c.free_sites_kept) {
+                put_line(out, fmt::format("{}: free sites are not kept (SLOB: a free slot's "
+                                          "bytes are SLOB's)",
+                                          shown_name(c.name)));
+                continue;
+            }
+            put_line(out, fmt::format("{}: {} objects {}, from {} sites{}", shown_name(c.name),
+                                      side->objects, alloc ? "in use" : "free", side->sites.size(),
+                                      side->dropped ? fmt::format(" ({} objects of more sites "
+                                                                  "not shown)",
+                                                                  side->dropped)
+                                                    : std::string()));
+            for (const auto &e : side->sites) {
+                const std::string tids = e.tid_min == e.tid_max
+                                             ? std::to_string(e.tid_min)
+                                             : fmt::format("{}-{}", e.tid_min, e.tid_max);
+                put_line(out, fmt::format("{:>8} {} age={}/{}/{}ms tid={} cpus={}", e.count,
+                                          site_text(e.site), e.age_min_ms, e.age_avg_ms,
+                                          e.age_max_ms, tids, cpu_list(e.cpus)));
+            }
+        }
+    }
+    return out;
+}
+
 std::string failslab_view(pid_t pid, const failslab_state &st) {
     std::string out;
     if (!st.armed) {

@@ -83,6 +83,9 @@ std::string validate_view(pid_t pid,
                           const std::vector<std::pair<std::string, validate_result>> &results);
 // -s: the caches of every reply.
 std::string shrink_view(const std::vector<shrink_result> &results);
+// --traces: each cache's allocation sites (objects in use) and free sites (free objects), as the
+// kernel's alloc_traces and free_traces.
+std::string traces_view(const std::vector<cache_traces> &caches);
 // --failslab: the process's fault injection settings and counts after the request.
 std::string failslab_view(pid_t pid, const failslab_state &st);
 // --list. now_ns: CLOCK_REALTIME, for the age of the last publication.
