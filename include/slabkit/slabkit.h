@@ -375,6 +375,13 @@ SLABKIT_API void slabkit_print_stats(int fd);
  * by ';'; "" or "1" is FZPU everywhere; NULL or "-" none). Returns 0, or -1 with a sentence
  * naming what was wrong in *why (which may be NULL). */
 SLABKIT_API int slabkit_set_debug(const char *spec, const char **why);
+/* The leak scan, kmemleak's idea (docs/debug.md, "Leak scan"): in a copy of the process, the
+ * allocated objects of debug caches (SLABKIT_DEBUG, or the debug cache flags) that no word of
+ * the process's writable memory, nor of a referenced object, points into; objects younger than
+ * min_age_ms left out. Conservative: a word that looks like a pointer keeps an object. Writes
+ * a report (one line, then one per cache and allocation site) into buf; returns the number of
+ * leaked objects, or -1 with a sentence in buf. SLABKIT_LEAKS=scan runs it at exit. */
+SLABKIT_API long slabkit_scan_leaks(uint64_t min_age_ms, char *buf, size_t size);
 /* Fault injection, the kernel's failslab (docs/failslab.md): allocations from caches made with
  * SLABKIT_FAILSLAB, or whose names match `caches` (comma-separated, '*' wildcards; "": every
  * cache, kmalloc's and malloc's classes and blocks above them - "large" - included; NULL: the

@@ -5,6 +5,7 @@
 // Calls on a cache dispatch on the cache's own design, so caches of several designs can live in
 // one process (slabkit_cache_create_in).
 #include "api/cache_handle.hpp"
+#include "api/leak_report.hpp"
 #include "core/cache.hpp"
 #include "core/debug.hpp"
 #include "core/failslab.hpp"
@@ -248,6 +249,18 @@ int slabkit_set_debug(const char *spec, const char **why) {
     if (debug::set_spec(spec, &reason)) return 0;
     if (why) *why = reason;
     return -1;
+}
+
+long slabkit_scan_leaks(uint64_t min_age_ms, char *buf, size_t size) {
+    if (!buf || size == 0) return -1;
+    char why[160];
+    uint64_t leaked = 0;
+    if (api::run_leak_scan(api::leak_format::text, min_age_ms, buf, size, why, sizeof why,
+                           &leaked) < 0) {
+        snprintf(buf, size, "the leak scan could not run: %s", why);
+        return -1;
+    }
+    return static_cast<long>(leaked);
 }
 
 int slabkit_set_failslab(const char *spec, const char *caches, const char **why) {

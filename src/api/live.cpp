@@ -12,6 +12,7 @@
 // the designs' list locks under g_publish, as slabkit_stats does; the helper holds no slabkit
 // lock while it serves a request (validate's copy takes every lock through the fork hooks).
 #include "api/json_out.hpp"
+#include "api/leak_report.hpp"
 #include "api/live_format.hpp"
 #include "api/stats.hpp"
 #include "api/stats_json.hpp"
@@ -251,6 +252,27 @@ void serve_traces(json_out &j, const char *name, int *status) {
     j.key("caches").json_text(buf, static_cast<size_t>(n));
 }
 
+void serve_leaks(json_out &j, const char *arg, int *status) {
+    static char buf[live::kReplyBytes - 4096];
+    uint64_t min_age = 0;
+    for (const char *p = arg; *p; ++p) {
+        if (*p < '0' || *p > '9' || min_age > (uint64_t{1} << 40)) {
+            j.member("error", "the least age must be a whole number of milliseconds");
+            *status = 1;
+            return;
+        }
+        min_age = min_age * 10 + static_cast<uint64_t>(*p - '0');
+    }
+    char why[160];
+    long n = run_leak_scan(leak_format::json, min_age, buf, sizeof buf, why, sizeof why);
+    if (n < 0) {
+        j.member("error", why);
+        *status = 1;
+        return;
+    }
+    j.key("scan").json_text(buf, static_cast<size_t>(n));
+}
+
 void serve_shrink(json_out &j, const char *name) {
     struct row {
         char name[32];
@@ -344,6 +366,10 @@ void serve(live::live_header *h, uint32_t seq) {
         } else {
             serve_traces(j, name, &status);
         }
+        break;
+    case live::request::leaks:
+        j.member("request", "leaks");
+        serve_leaks(j, name, &status);
         break;
     case live::request::failslab: {
         j.member("request", "failslab");

@@ -15,13 +15,13 @@
 // two loads of `generation` and keeps the copy only if both loads are equal and even; otherwise
 // it tries again. So a reader never takes the process's locks and never sees a torn snapshot.
 //
-// Requests (validate, shrink, report, failslab, traces): a reader takes `request_owner` (0 -> its
-// pid, by compare-and-swap), writes `request_kind` and `request_arg`, then increments `request_seq`
-// and wakes it (FUTEX_WAKE, shared). The publisher's helper thread, which waits on `request_seq`
-// between publications, serves the request, writes the reply's JSON into the reply region,
-// `reply_bytes` and `reply_status`, then stores `reply_seq = request_seq`. The reader waits for
-// that, copies the reply and gives `request_owner` back (0). An owner that died is recognised by
-// its pid no longer existing.
+// Requests (validate, shrink, report, failslab, traces, leaks): a reader takes `request_owner` (0
+// -> its pid, by compare-and-swap), writes `request_kind` and `request_arg`, then increments
+// `request_seq` and wakes it (FUTEX_WAKE, shared). The publisher's helper thread, which waits on
+// `request_seq` between publications, serves the request, writes the reply's JSON into the reply
+// region, `reply_bytes` and `reply_status`, then stores `reply_seq = request_seq`. The reader waits
+// for that, copies the reply and gives `request_owner` back (0). An owner that died is recognised
+// by its pid no longer existing.
 #pragma once
 
 #include <atomic>
@@ -43,7 +43,8 @@ inline constexpr const char *kNamePrefix = "/slabkit.";
 
 // failslab's argument: fault injection's settings, "SPEC" or "SPEC;CACHES" (core/failslab.hpp;
 // without ';' the cache filter stays as it is).
-// traces' argument: a cache name, or "" for every cache with owner tracking.
+// traces' argument: a cache name, or "" for every cache with owner tracking. leaks' argument:
+// the least age in ms of an object reported ("" for 0).
 enum class request : uint32_t {
     none = 0,
     validate = 1,
@@ -51,6 +52,7 @@ enum class request : uint32_t {
     report = 3,
     failslab = 4,
     traces = 5,
+    leaks = 6,
 };
 
 enum class state : uint32_t {

@@ -2,8 +2,8 @@
 // whole-heap sums behind mallinfo2, and the report SLABKIT_STATS=exit prints at exit.
 #include "api/stats.hpp"
 
+#include "api/leak_report.hpp"
 #include "core/debug.hpp"
-
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "designs/designs.hpp"
@@ -146,21 +146,28 @@ __attribute__((constructor)) void read_stats_setting() {
 }
 
 // SLABKIT_VALIDATE=exit: every cache checked at exit (slabkit_validate). SLABKIT_LEAKS=exit:
-// every object still allocated in a debug cache reported at exit, with its allocation site.
+// every object still allocated in a debug cache reported at exit, with its allocation site;
+// SLABKIT_LEAKS=scan: only those the leak scan finds nothing points to (api/leak_report.hpp).
 bool g_validate_at_exit = false;
 bool g_leaks_at_exit = false;
+bool g_leak_scan_at_exit = false;
 
-bool read_exit_switch(const char *name) {
+bool read_exit_switch(const char *name, bool scan_too = false) {
     const char *v = platform::env(name);
     if (!v || !*v || strcmp(v, "0") == 0) return false;
     if (strcmp(v, "exit") == 0) return true;
-    platform::print_error("slabkit: %s=%s is not understood (accepted: exit); ignored\n", name, v);
+    if (scan_too && strcmp(v, "scan") == 0) {
+        g_leak_scan_at_exit = true;
+        return false;
+    }
+    platform::print_error("slabkit: %s=%s is not understood (accepted: exit%s); ignored\n", name, v,
+                          scan_too ? ", scan" : "");
     return false;
 }
 
 __attribute__((constructor)) void read_exit_checks() {
     g_validate_at_exit = read_exit_switch("SLABKIT_VALIDATE");
-    g_leaks_at_exit = read_exit_switch("SLABKIT_LEAKS");
+    g_leaks_at_exit = read_exit_switch("SLABKIT_LEAKS", true);
 }
 
 __attribute__((destructor)) void print_stats_at_exit() {
@@ -184,6 +191,15 @@ __attribute__((destructor)) void print_stats_at_exit() {
         platform::print_error("slabkit: SLABKIT_LEAKS=exit: %llu object%s of debug caches still "
                               "allocated\n",
                               static_cast<unsigned long long>(leaks), leaks == 1 ? "" : "s");
+    }
+    if (g_leak_scan_at_exit) {
+        static char report[65536];
+        char why[160];
+        if (api::run_leak_scan(api::leak_format::text, 0, report, sizeof report, why, sizeof why) <
+            0)
+            platform::print_error("slabkit: SLABKIT_LEAKS=scan: the scan could not run: %s\n", why);
+        else
+            platform::write_stderr(report, strlen(report));
     }
     char names[256];
     debug::unmatched_names(names, sizeof names);

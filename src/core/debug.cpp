@@ -227,6 +227,13 @@ origin origin_of(const cache *c, char *slot) {
 }
 } // namespace
 
+uint64_t *state_word(const cache *c, void *slot) {
+    return &state_of(c, static_cast<char *>(slot));
+}
+const track *owner_tracks(const cache *c, void *slot) {
+    return (c->flags & kStoreUser) ? tracks_of(c, static_cast<char *>(slot)) : nullptr;
+}
+
 const char *mismatched_delete(const char *op, origin o) {
     if (!op || strncmp(op, "operator delete", 15) != 0) return nullptr;
     const bool array_delete = op[15] == '[';
@@ -1011,10 +1018,6 @@ uint64_t report_leaks(cache *c, const char *op) {
     return w.leaks;
 }
 
-namespace {
-
-// The site of a track: its first return address outside slabkit (the caller of malloc, kmalloc
-// or the cache call), else its outermost one.
 uintptr_t site_of(const track &tr) {
     uintptr_t last = 0;
     for (unsigned i = 0; i < kTrackDepth && tr.addrs[i]; ++i) {
@@ -1023,6 +1026,8 @@ uintptr_t site_of(const track &tr) {
     }
     return last;
 }
+
+namespace {
 
 void add_to(trace_table *t, const track &tr, uint64_t now_ms) {
     if (tr.tid == 0) return; // not recorded (an object never freed has no free track)

@@ -67,6 +67,9 @@ struct trace_site {
     uint32_t tid_min, tid_max;
     uint64_t cpus; // bit n: CPU n (CPUs from 63 on share bit 63)
 };
+// A track's site: its first return address outside slabkit (the caller of malloc, kmalloc or
+// the cache call), else its outermost one; 0 when nothing was recorded.
+uintptr_t site_of(const track &tr);
 inline constexpr unsigned kMaxTraceSites = 512;
 struct trace_table {
     trace_site sites[kMaxTraceSites]; // by count, most first, once gathered
@@ -102,6 +105,10 @@ void compute_layout(cache *c, size_t align);
 // Every slot of a debug cache's new slab: state free, red zones inactive, object poisoned (or
 // constructed). Called by init_slab and mark_slab.
 void init_slab_objects(cache *c, char *first_slot, uint32_t nr);
+// A debug slot's state word (kStateAllocated, kStateFree; the leak scan marks it in a copy of
+// the process), and its two owner tracks (allocation, free), or nullptr without U.
+uint64_t *state_word(const cache *c, void *slot);
+const track *owner_tracks(const cache *c, void *slot);
 // A slot's object, and an object's slot.
 SLABKIT_ALWAYS_INLINE void *object_of(const cache *c, void *slot) {
     return static_cast<char *>(slot) + c->debug_offset;

@@ -293,6 +293,11 @@ void shared_memory_close(const char *name, void *addr, size_t size, bool remove)
 long run_in_copy(size_t (*fn)(void *arg, char *out, size_t out_size), void *arg, char *out,
                  size_t out_size, unsigned timeout_ms, os_status *status);
 
+// Calls fn(start, end, arg) for every private mapping of the process that is readable and
+// writable (/proc/self/maps' "rw-p": data and bss, stacks, anonymous memory), in address order;
+// false when the list cannot be read. Allocates nothing (the leak scan runs it in a copy).
+bool for_each_writable_mapping(void (*fn)(uintptr_t start, uintptr_t end, void *arg), void *arg);
+
 // An anonymous in-memory file (memfd) to write a text to; -1 on failure. read_back reads up to
 // size bytes of it from the start; close_fd closes it.
 int temp_fd();

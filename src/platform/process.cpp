@@ -81,6 +81,42 @@ void shared_memory_close(const char *name, void *addr, size_t size, bool remove)
     if (remove) shm_unlink(name);
 }
 
+bool for_each_writable_mapping(void (*fn)(uintptr_t start, uintptr_t end, void *arg), void *arg) {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    // Lines are read through a window: a line is "start-end perms offset dev inode [path]".
+    static char buf[16384];
+    size_t have = 0;
+    bool ok = true;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            ok = false;
+            break;
+        }
+        have += static_cast<size_t>(n);
+        buf[have] = '\0';
+        char *line = buf;
+        for (char *nl; (nl = strchr(line, '\n')) != nullptr; line = nl + 1) {
+            *nl = '\0';
+            unsigned long start = 0, end = 0;
+            char perms[8] = {};
+            if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && perms[0] == 'r' &&
+                perms[1] == 'w' && perms[3] == 'p')
+                fn(start, end, arg);
+        }
+        // Keep the unfinished line for the next read.
+        const size_t rest = have - static_cast<size_t>(line - buf);
+        memmove(buf, line, rest);
+        have = rest;
+        if (n == 0) break;
+        if (have == sizeof buf - 1) have = 0; // a line longer than the window: dropped
+    }
+    close(fd);
+    return ok;
+}
+
 int temp_fd() {
     return memfd_create("slabkit-report", MFD_CLOEXEC);
 }

@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -227,11 +228,29 @@ void describe_address(uintptr_t addr, char *buf, size_t size) {
 }
 
 bool in_own_module(uintptr_t addr) {
-    Dl_info mine, info;
+    Dl_info mine, info, program;
     if (addr < 4096 || addr >= (uintptr_t{1} << 47)) return false;
     if (dladdr(reinterpret_cast<void *>(&in_own_module), &mine) == 0) return false;
     if (dladdr(reinterpret_cast<void *>(addr - 1), &info) == 0) return false;
-    return info.dli_fbase == mine.dli_fbase;
+    if (info.dli_fbase != mine.dli_fbase) return false;
+    // A library of its own (libslabkit.so, the preload): every frame in it is slabkit's.
+    const auto phdr = reinterpret_cast<void *>(getauxval(AT_PHDR));
+    if (!phdr || dladdr(phdr, &program) == 0 || program.dli_fbase != mine.dli_fbase) return true;
+    // Linked into the program: slabkit's frames are its namespace's, its C API's and the malloc
+    // family's it defines (a program linked with -rdynamic names them), and those the loader
+    // cannot name (internal linkage: slabkit's unnamed namespaces; a program's static function
+    // is passed over too, and its caller named).
+    const char *n = info.dli_sname;
+    if (!n) return true;
+    static const char *const kEntries[] = {"malloc",        "calloc",        "realloc", "free",
+                                           "reallocarray",  "memalign",      "valloc",  "pvalloc",
+                                           "aligned_alloc", "posix_memalign"};
+    if (strncmp(n, "_ZN7slabkit", 11) == 0 || strncmp(n, "slabkit_", 8) == 0 ||
+        strncmp(n, "_Znw", 4) == 0 || strncmp(n, "_Zna", 4) == 0)
+        return true;
+    for (const char *e : kEntries)
+        if (strcmp(n, e) == 0) return true;
+    return false;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ enum class view {
     process_report, // --report
     failslab,       // --failslab
     traces,         // --traces
+    leaks,          // --leaks
     json,           // --json
     processes,      // --list
     none,           // only -o
@@ -51,8 +52,9 @@ struct options {
     std::vector<std::string> args; // [FILE] [regex]
     bool list = false, display_active = false, activity = false, totals = false, report_one = false,
          sort_size = false, show_empty = false, buddy = false, validate = false, shrink = false,
-         process_report = false, json = false, processes = false, traces = false;
-    double watch = 0; // seconds; 0: once
+         process_report = false, json = false, processes = false, traces = false, leaks = false;
+    uint64_t min_age_ms = 0; // --min-age, with --leaks
+    double watch = 0;        // seconds; 0: once
     unsigned count = 0;
     std::string output;
     std::string failslab; // --failslab's settings ("show": read only)
@@ -97,6 +99,7 @@ void resolve(options &o) {
         {o.process_report, "--report", view::process_report},
         {o.has_failslab, "--failslab", view::failslab},
         {o.traces, "--traces", view::traces},
+        {o.leaks, "--leaks", view::leaks},
         {o.json, "--json", view::json},
         {o.processes, "--list", view::processes},
     };
@@ -145,6 +148,8 @@ void resolve(options &o) {
     if (o.has_failslab && !o.regex.empty())
         throw usage_error("--failslab names its caches after a ';' in its settings: it takes no "
                           "regex");
+    if (o.leaks && !o.regex.empty())
+        throw usage_error("--leaks scans the whole process: it takes no regex");
     if (o.has_failslab && o.failslab.empty())
         throw usage_error("--failslab needs settings (probability[:interval[:times[:space]]]"
                           "[;caches], off, or show)");
@@ -251,7 +256,7 @@ int run(options &o) {
     so.read_timeout = std::min(seconds(2.0), timeout);
     so.writable = o.shown == view::validate || o.shown == view::shrink ||
                   o.shown == view::process_report || o.shown == view::failslab ||
-                  o.shown == view::traces;
+                  o.shown == view::traces || o.shown == view::leaks;
 
     std::optional<live_segment> seg;
     std::function<snapshot()> load;
@@ -279,6 +284,9 @@ int run(options &o) {
         print(shrink_view(results));
         return 0;
     }
+    case view::leaks:
+        print(leaks_view(o.pid, request_leaks(*seg, o.min_age_ms)));
+        return 0;
     case view::traces: {
         std::vector<std::string> targets{""};
         if (!o.regex.empty()) targets = request_targets(load(), o.regex);
@@ -363,6 +371,13 @@ int main(int argc, char **argv) {
     app.add_flag("-v", o.validate, "ask the process to validate the caches (all, or the regex's)");
     app.add_flag("-s", o.shrink, "ask the process to shrink the caches (all, or the regex's)");
     app.add_flag("--report", o.process_report, "the process's own statistics report");
+    auto *leaks = app.add_flag("--leaks", o.leaks,
+                               "scan the process for objects of debug caches nothing points to "
+                               "(kmemleak's idea; conservative)");
+    app.add_option("--min-age", o.min_age_ms,
+                   "with --leaks: leave out objects younger than MS milliseconds (default 0)")
+        ->type_name("MS")
+        ->needs(leaks);
     app.add_flag("--traces", o.traces,
                  "debug mode with owner tracking: the caches' allocation and free sites, "
                  "grouped (all, or the regex's)");

@@ -422,6 +422,8 @@ const char *request_name(live::request kind) {
         return "failslab";
     case live::request::traces:
         return "traces";
+    case live::request::leaks:
+        return "leaks";
     case live::request::none:
         break;
     }
@@ -579,6 +581,34 @@ shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid) {
     return out;
 }
 
+leak_report parse_leaks_reply(const raw_reply &reply, pid_t pid) {
+    const json j = reply_json(reply, pid, live::request::leaks);
+    reply_reader r{pid, "leaks"};
+    const json &s = r.member(j, "scan", "scan", &json::is_object, "an object");
+    leak_report out;
+    out.roots_listed =
+        r.member(s, "roots_listed", "scan.roots_listed", &json::is_boolean, "a boolean")
+            .get<bool>();
+    out.debug_caches = r.number(s, "debug_caches", "scan.debug_caches");
+    out.root_bytes = r.number(s, "root_bytes", "scan.root_bytes");
+    out.objects = r.number(s, "objects", "scan.objects");
+    out.leaked = r.number(s, "leaked", "scan.leaked");
+    out.leaked_bytes = r.number(s, "leaked_bytes", "scan.leaked_bytes");
+    out.groups_dropped = r.number(s, "groups_dropped", "scan.groups_dropped");
+    const json &groups = r.member(s, "groups", "scan.groups", &json::is_array, "an array");
+    for (size_t i = 0; i < groups.size(); i++) {
+        const json &g = groups[i];
+        const std::string p = fmt::format("scan.groups[{}]", i);
+        if (!g.is_object()) r.bad(p, "an object");
+        out.groups.push_back({r.text(g, "cache", p + ".cache"), r.text(g, "site", p + ".site"),
+                              r.number(g, "count", p + ".count"),
+                              r.number(g, "bytes", p + ".bytes"),
+                              r.number(g, "age_min_ms", p + ".age_min_ms"),
+                              r.number(g, "age_max_ms", p + ".age_max_ms")});
+    }
+    return out;
+}
+
 std::vector<cache_traces> parse_traces_reply(const raw_reply &reply, pid_t pid) {
     const json j = reply_json(reply, pid, live::request::traces);
     reply_reader r{pid, "traces"};
@@ -652,6 +682,11 @@ shrink_result request_shrink(const live_segment &seg, std::string_view cache) {
 
 std::string request_report(const live_segment &seg) {
     return parse_report_reply(seg.send_request(live::request::report, ""), seg.pid());
+}
+
+leak_report request_leaks(const live_segment &seg, uint64_t min_age_ms) {
+    return parse_leaks_reply(seg.send_request(live::request::leaks, std::to_string(min_age_ms)),
+                             seg.pid());
 }
 
 std::vector<cache_traces> request_traces(const live_segment &seg, std::string_view cache) {

@@ -174,7 +174,23 @@ struct cache_traces {
     bool operator==(const cache_traces &) const = default;
 };
 
+// --leaks: the process's leak scan (core/leak_scan.hpp), leaked objects by cache and site.
+struct leak_group {
+    std::string cache;
+    std::string site;
+    uint64_t count = 0, bytes = 0, age_min_ms = 0, age_max_ms = 0;
+    bool operator==(const leak_group &) const = default;
+};
+struct leak_report {
+    bool roots_listed = true;
+    uint64_t debug_caches = 0, root_bytes = 0, objects = 0, leaked = 0, leaked_bytes = 0,
+             groups_dropped = 0;
+    std::vector<leak_group> groups;
+    bool operator==(const leak_report &) const = default;
+};
+
 validate_result parse_validate_reply(const raw_reply &reply, pid_t pid);
+leak_report parse_leaks_reply(const raw_reply &reply, pid_t pid);
 std::vector<cache_traces> parse_traces_reply(const raw_reply &reply, pid_t pid);
 failslab_state parse_failslab_reply(const raw_reply &reply, pid_t pid);
 shrink_result parse_shrink_reply(const raw_reply &reply, pid_t pid);
@@ -183,6 +199,8 @@ std::string parse_report_reply(const raw_reply &reply, pid_t pid);
 validate_result request_validate(const live_segment &seg, std::string_view cache);
 shrink_result request_shrink(const live_segment &seg, std::string_view cache);
 std::string request_report(const live_segment &seg);
+// The leak scan, objects younger than min_age_ms left out.
+leak_report request_leaks(const live_segment &seg, uint64_t min_age_ms);
 // Every matching cache's sites ("" names every cache with owner tracking).
 std::vector<cache_traces> request_traces(const live_segment &seg, std::string_view cache);
 // Sets fault injection's settings ("SPEC" or "SPEC;CACHES", core/failslab.hpp) in the process,

@@ -559,6 +559,29 @@ std::string traces_view(const std::vector<cache_traces> &caches) {
     return out;
 }
 
+std::string leaks_view(pid_t pid, const leak_report &r) {
+    std::string out;
+    if (r.debug_caches == 0) {
+        put_line(out, fmt::format("process {}: no debug cache to scan (the scan finds leaks among "
+                                  "the objects of caches with SLABKIT_DEBUG)",
+                                  pid));
+        return out;
+    }
+    put_line(out,
+             fmt::format("process {}: {} of {} objects of {} debug caches referenced by "
+                         "nothing ({} bytes); {} bytes of roots scanned{}",
+                         pid, r.leaked, r.objects, r.debug_caches, r.leaked_bytes, r.root_bytes,
+                         r.roots_listed ? "" : " (the mappings could not be listed)"));
+    put_line(out, "(conservative, as kmemleak: a word that looks like a pointer keeps an object)");
+    for (const auto &g : r.groups)
+        put_line(out,
+                 fmt::format("{:>8} objects {:>10} bytes  {}  {} age={}-{}ms", g.count, g.bytes,
+                             shown_name(g.cache), site_text(g.site), g.age_min_ms, g.age_max_ms));
+    if (r.groups_dropped)
+        put_line(out, fmt::format("{} objects of more groups not shown", r.groups_dropped));
+    return out;
+}
+
 std::string failslab_view(pid_t pid, const failslab_state &st) {
     std::string out;
     if (!st.armed) {

@@ -86,6 +86,8 @@ std::string shrink_view(const std::vector<shrink_result> &results);
 // --traces: each cache's allocation sites (objects in use) and free sites (free objects), as the
 // kernel's alloc_traces and free_traces.
 std::string traces_view(const std::vector<cache_traces> &caches);
+// --leaks: what the leak scan found, by cache and allocation site, most objects first.
+std::string leaks_view(pid_t pid, const leak_report &r);
 // --failslab: the process's fault injection settings and counts after the request.
 std::string failslab_view(pid_t pid, const failslab_state &st);
 // --list. now_ns: CLOCK_REALTIME, for the age of the last publication.
