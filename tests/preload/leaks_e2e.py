@@ -8,19 +8,12 @@ Usage: leaks_e2e.py SLABINFO PROGRAM LIB   (the design from SLABKIT_ALLOCATOR; L
 into PROGRAM only)
 """
 
-import os
 import re
 import subprocess
 import sys
 import time
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL: {what}", flush=True)
+from e2e_support import check, finish, start
 
 
 def leaks(tool, pid, *extra):
@@ -30,13 +23,7 @@ def leaks(tool, pid, *extra):
 
 def main():
     tool, program, lib = sys.argv[1], sys.argv[2], sys.argv[3]
-    env = dict(os.environ, LD_PRELOAD=lib, SLABKIT_DEBUG="U", SLABKIT_STATS="live:50")
-    p = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env=env)
-    first = p.stdout.readline().split()
-    if len(first) != 2 or first[0] != "ready":
-        sys.exit(f"leaks_e2e: the program said {first!r}")
-    pid = first[1]
+    p, pid = start(program, lib, SLABKIT_DEBUG="U", SLABKIT_STATS="live:50")
     r = leaks(tool, pid)
     out = r.stdout
     check(r.returncode == 0, f"--leaks: status {r.returncode}, {r.stderr!r}")
@@ -52,14 +39,7 @@ def main():
     r = leaks(tool, pid, "--min-age", "3600000")
     check(r.returncode == 0 and re.search(r": 0 of \d+ objects", r.stdout),
           f"--min-age 3600000: {r.returncode} {r.stdout!r} {r.stderr!r}")
-    p.stdin.write("done\n")
-    p.stdin.flush()
-    check(p.wait(timeout=60) == 0, "the program failed")
-    if failures:
-        print(f"leaks_e2e: {len(failures)} checks failed")
-        return 1
-    print("leaks_e2e: every check passed")
-    return 0
+    return finish(p, "leaks_e2e")
 
 
 if __name__ == "__main__":

@@ -8,30 +8,17 @@ Usage: traces_e2e.py SLABINFO PROGRAM LIB   (the design from SLABKIT_ALLOCATOR; 
 into PROGRAM only)
 """
 
-import os
 import re
 import subprocess
 import sys
 import time
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL: {what}", flush=True)
+from e2e_support import check, finish, start
 
 
 def main():
     tool, program, lib = sys.argv[1], sys.argv[2], sys.argv[3]
-    env = dict(os.environ, LD_PRELOAD=lib, SLABKIT_DEBUG="U,malloc-64", SLABKIT_STATS="live:50")
-    p = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env=env)
-    first = p.stdout.readline().split()
-    if len(first) != 2 or first[0] != "ready":
-        sys.exit(f"traces_e2e: the program said {first!r}")
-    pid = first[1]
+    p, pid = start(program, lib, SLABKIT_DEBUG="U,malloc-64", SLABKIT_STATS="live:50")
     # The first snapshot may be older than the program's allocations: wait for one that has
     # the class (published every 50 ms).
     for _ in range(100):
@@ -57,14 +44,7 @@ def main():
     check(r.returncode in (0, 1), f"--traces malloc-128: {r.returncode} {r.stderr!r}")
     if r.returncode == 0:
         check("no cache keeps owner tracks" in r.stdout, f"malloc-128 has no tracks: {r.stdout!r}")
-    p.stdin.write("done\n")
-    p.stdin.flush()
-    check(p.wait(timeout=60) == 0, "the program failed")
-    if failures:
-        print(f"traces_e2e: {len(failures)} checks failed")
-        return 1
-    print("traces_e2e: every check passed")
-    return 0
+    return finish(p, "traces_e2e")
 
 
 if __name__ == "__main__":
