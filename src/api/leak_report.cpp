@@ -29,9 +29,8 @@ struct collected {
     leak_scan::result r;
 };
 
-void add_leak(cache *c, void *obj, void *a) {
+void add_leak(cache *c, void *, size_t size, const debug::track *tr, void *a) {
     auto *k = static_cast<collected *>(a);
-    const debug::track *tr = debug::owner_tracks(c, debug::slot_of(c, obj));
     const uintptr_t site = tr ? debug::site_of(tr[0]) : 0;
     const uint64_t age =
         tr && tr[0].tid && k->now_ms > tr[0].when_ms ? k->now_ms - tr[0].when_ms : 0;
@@ -47,7 +46,7 @@ void add_leak(cache *c, void *obj, void *a) {
         *g = group{c, site, 0, 0, age, age};
     }
     ++g->count;
-    g->bytes += c->object_size;
+    g->bytes += size;
     g->age_min_ms = age < g->age_min_ms ? age : g->age_min_ms;
     g->age_max_ms = age > g->age_max_ms ? age : g->age_max_ms;
 }

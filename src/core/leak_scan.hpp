@@ -13,7 +13,8 @@
 //
 // The scan marks objects in their state word, so it runs in a copy of the process
 // (platform::run_in_copy), where nothing else runs and the marks are thrown away with the copy.
-// Not yet: SLOB's slots and own blocks, whose free bytes are SLOB's.
+// SLOB's own debugged blocks are candidates through a block source (below); its debug caches'
+// slots are not yet (they are scanned as roots).
 #pragma once
 
 #include "core/cache.hpp"
@@ -32,9 +33,24 @@ struct result {
     bool roots_ok;       // the process's mappings could be listed
 };
 
-// Scans (in a copy of the process: see above) and calls leak(c, obj, arg) for each leaked object
-// (obj: the object, not its slot), debug caches only, objects at least min_age_ms old (those
-// without a track count as old).
-result scan(uint64_t min_age_ms, void (*leak)(cache *c, void *obj, void *arg), void *arg);
+// Scans (in a copy of the process: see above) and calls leak(c, obj, size, track, arg) for each
+// leaked object (obj: the object, not its slot; track: its allocation's, or nullptr), objects at
+// least min_age_ms old (those without a track count as old).
+result scan(uint64_t min_age_ms,
+            void (*leak)(cache *c, void *obj, size_t size, const debug::track *track, void *arg),
+            void *arg);
+
+// A design's own kmalloc blocks under debugging (SLOB's): candidates too. `owner` is the cache
+// whose slab pages hold them (their leaks are reported under its name); walk(fn, arg) calls
+// fn(obj, size, tracks or nullptr, arg) for every allocated debugged block, in any order.
+// Everything else on the owner's pages (plain blocks, other caches' slots) is scanned as roots.
+struct block_source {
+    cache *owner;
+    void (*walk)(void (*fn)(void *obj, size_t size, const debug::track *tracks, void *arg),
+                 void *arg);
+};
+// Set once, by the design at its bootstrap.
+void set_block_source(const block_source *s);
+const block_source *current_block_source();
 
 } // namespace slabkit::leak_scan

@@ -3,6 +3,7 @@
 // each, kmalloc with its size header, ksize, statistics, the invariant checker and fork.
 #include "core/debug.hpp"
 #include "core/hardening.hpp"
+#include "core/leak_scan.hpp"
 #include "core/report.hpp"
 #include "core/slabinfo.hpp"
 #include "page/page_allocator.hpp"
@@ -228,6 +229,31 @@ uint64_t list_block_leaks(cache *, const char *op) {
     return w.found;
 }
 
+// The leak scan's candidates among SLOB's own blocks (core/leak_scan.hpp): every debugged block
+// still allocated, found by its header as list_block_leaks finds them. Runs in a copy of the
+// process (no lock: nothing else runs there, and the copy's locks were taken when it was made).
+void walk_debug_blocks(void (*fn)(void *obj, size_t size, const debug::track *tracks, void *arg),
+                       void *arg) {
+    struct walk {
+        void (*fn)(void *, size_t, const debug::track *, void *);
+        void *arg;
+    } w{fn, arg};
+    for_each_slab_in_arena(
+        &g_arena,
+        [](page *pg, void *wa) {
+            auto *wk = static_cast<walk *>(wa);
+            char *base = static_cast<char *>(page_to_virt(pg));
+            for (size_t off = kHeader; off < kPageSize; off += kHeader) {
+                const header_info hi = header_of(base + off);
+                if (hi.kind != header_kind::debug) continue;
+                auto *h = reinterpret_cast<kmalloc_header *>(base + off - kHeader);
+                wk->fn(base + off, h->size, hi.tracked ? tracks_of_block(h) : nullptr, wk->arg);
+            }
+        },
+        &w);
+}
+const leak_scan::block_source g_block_source{&g_arena, walk_debug_blocks};
+
 void setup(slob_cache *s, const cache_args &args) {
     describe_cache(s, args, design::slob);
     compute_object_layout(s, freeptr_place::none);
@@ -272,6 +298,7 @@ void bootstrap() {
     g_arena.arena = true;
     g_arena.debug_free = release_debug_block; // kmalloc blocks under debugging
     g_arena.debug_block_leaks = list_block_leaks;
+    leak_scan::set_block_source(&g_block_source);
     registry::add_internal(&g_arena);
     g_booted.store(true, std::memory_order_release);
 }
