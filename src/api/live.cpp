@@ -18,6 +18,7 @@
 #include "api/stats_json.hpp"
 #include "core/debug.hpp"
 #include "core/failslab.hpp"
+#include "core/leak_scan.hpp"
 #include "designs/designs.hpp"
 #include "platform/lock.hpp"
 #include "platform/platform.hpp"
@@ -199,13 +200,18 @@ size_t traces_in_copy(void *arg, char *out, size_t size) {
     registry::for_each(
         [](cache *c, void *a) {
             auto *wk = static_cast<walk *>(a);
-            if (!c->debug || !(c->flags & kStoreUser) || !matches(c, &wk->m)) return;
+            const bool tracked = c->debug && (c->flags & kStoreUser);
+            const bool blocks = !tracked && (leak_scan::current_block_source() &&
+                                             leak_scan::current_block_source()->owner == c);
+            if ((!tracked && !blocks) || !matches(c, &wk->m)) return;
             static debug::trace_table alloc, freed;
-            if (!debug::gather_traces(c, &alloc, &freed)) return;
+            if (tracked ? !debug::gather_traces(c, &alloc, &freed)
+                        : !debug::gather_block_traces(c, &alloc, &freed))
+                return;
             json_out &jj = *wk->j;
             jj.begin_object().member("name", c->name);
-            // SLOB keeps nothing of a free slot: no free sites to show.
-            jj.key("free_sites_kept").boolean(!c->debug_fresh);
+            // SLOB keeps nothing of a free slot or block: no free sites to show.
+            jj.key("free_sites_kept").boolean(tracked && !c->debug_fresh);
             for (auto [key, t] : {std::pair{"alloc", &alloc}, std::pair{"free", &freed}}) {
                 jj.key(key).begin_object();
                 jj.member("objects", t->objects).member("dropped", t->dropped);

@@ -4,6 +4,7 @@
 
 #include "base/bits.hpp"
 #include "base/glob.hpp"
+#include "core/leak_scan.hpp"
 
 #include "core/hardening.hpp"
 
@@ -1109,6 +1110,28 @@ bool gather_traces(cache *c, trace_table *alloc, trace_table *freed) {
     sort_sites(alloc);
     sort_sites(freed);
     return true;
+}
+
+bool gather_block_traces(const cache *owner, trace_table *alloc, trace_table *freed) {
+    alloc->n = freed->n = 0;
+    alloc->objects = freed->objects = alloc->dropped = freed->dropped = 0;
+    const leak_scan::block_source *src = leak_scan::current_block_source();
+    if (!src || src->owner != owner) return false;
+    struct block_walk {
+        trace_table *t;
+        uint64_t now_ms;
+        bool tracked;
+    } w{alloc, platform::now_coarse_ms(), false};
+    src->walk(
+        [](void *, size_t, const track *tr, void *a) {
+            auto *bw = static_cast<block_walk *>(a);
+            if (!tr) return;
+            bw->tracked = true;
+            add_to(bw->t, tr[0], bw->now_ms);
+        },
+        &w);
+    sort_sites(alloc);
+    return w.tracked;
 }
 
 uint64_t errors() {

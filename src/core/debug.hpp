@@ -83,6 +83,10 @@ struct trace_table {
 // (no U). The cache must not be in use meanwhile: the live request runs it in a copy of the
 // process.
 bool gather_traces(cache *c, trace_table *alloc, trace_table *freed);
+// The same for a design's own debugged blocks (leak_scan::block_source: SLOB's), when `owner` is
+// their cache: allocation sites only (a free block's bytes are the design's). false when it is
+// not, or none of its blocks has tracks.
+bool gather_block_traces(const cache *owner, trace_table *alloc, trace_table *freed);
 
 // The debug flags (kDebugFlags bits) SLABKIT_DEBUG or slabkit_set_debug() give the cache of
 // this name; 0 when none. Reads SLABKIT_DEBUG at the first call: a value that is not in the
