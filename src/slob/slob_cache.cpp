@@ -203,35 +203,10 @@ void release_debug_block(cache *, void *block) {
     give_back(left_red_zone(h), bytes, "kfree", nullptr, obj);
 }
 
-// SLABKIT_LEAKS=exit: the debugged blocks still allocated, found by their headers on SLOB's
-// pages (a header's check word depends on its address and size: nothing else reads as one).
-uint64_t list_block_leaks(cache *, const char *op) {
-    struct walk {
-        const char *op;
-        uint64_t found;
-    } w{op, 0};
-    platform::lock_guard guard(lock());
-    for_each_slab_in_arena(
-        &g_arena,
-        [](page *pg, void *wa) {
-            auto *wk = static_cast<walk *>(wa);
-            char *base = static_cast<char *>(page_to_virt(pg));
-            for (size_t off = kHeader; off < kPageSize; off += kHeader) {
-                const header_info hi = header_of(base + off);
-                if (hi.kind != header_kind::debug) continue;
-                auto *h = reinterpret_cast<kmalloc_header *>(base + off - kHeader);
-                debug::block_leak(&g_arena, base + off, h->size, wk->op,
-                                  hi.tracked ? tracks_of_block(h) : nullptr);
-                ++wk->found;
-            }
-        },
-        &w);
-    return w.found;
-}
-
-// The leak scan's candidates among SLOB's own blocks (core/leak_scan.hpp): every debugged block
-// still allocated, found by its header as list_block_leaks finds them. Runs in a copy of the
-// process (no lock: nothing else runs there, and the copy's locks were taken when it was made).
+// Every debugged block still allocated, found by its header on SLOB's pages (a header's check
+// word depends on its address and size: nothing else reads as one): fn(obj, size, tracks or
+// nullptr, arg). The caller holds SLOB's lock, or runs in a copy of the process (the leak
+// scan's candidates, core/leak_scan.hpp), where nothing else runs.
 void walk_debug_blocks(void (*fn)(void *obj, size_t size, const debug::track *tracks, void *arg),
                        void *arg) {
     struct walk {
@@ -252,6 +227,23 @@ void walk_debug_blocks(void (*fn)(void *obj, size_t size, const debug::track *tr
         },
         &w);
 }
+// SLABKIT_LEAKS=exit: the debugged blocks still allocated.
+uint64_t list_block_leaks(cache *, const char *op) {
+    struct walk {
+        const char *op;
+        uint64_t found;
+    } w{op, 0};
+    platform::lock_guard guard(lock());
+    walk_debug_blocks(
+        [](void *obj, size_t size, const debug::track *tracks, void *a) {
+            auto *wk = static_cast<walk *>(a);
+            debug::block_leak(&g_arena, static_cast<char *>(obj), size, wk->op, tracks);
+            ++wk->found;
+        },
+        &w);
+    return w.found;
+}
+
 const leak_scan::block_source g_block_source{&g_arena, walk_debug_blocks};
 
 void setup(slob_cache *s, const cache_args &args) {
