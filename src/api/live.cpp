@@ -201,8 +201,8 @@ size_t traces_in_copy(void *arg, char *out, size_t size) {
         [](cache *c, void *a) {
             auto *wk = static_cast<walk *>(a);
             const bool tracked = c->debug && (c->flags & kStoreUser);
-            const bool blocks = !tracked && (leak_scan::current_block_source() &&
-                                             leak_scan::current_block_source()->owner == c);
+            const leak_scan::block_source *src = leak_scan::current_block_source();
+            const bool blocks = !tracked && src && src->owner == c;
             if ((!tracked && !blocks) || !matches(c, &wk->m)) return;
             static debug::trace_table alloc, freed;
             if (tracked ? !debug::gather_traces(c, &alloc, &freed)
